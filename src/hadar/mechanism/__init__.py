@@ -1,0 +1,1 @@
+"""Round mechanics: plans, leases, the ledger, planners."""

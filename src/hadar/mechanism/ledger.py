@@ -1,0 +1,150 @@
+"""The JobLedger: the only mutable bookkeeping of a run.
+
+It admits jobs, applies round reports (progress, attained service, finish
+times), keeps Gavel's per-(job, type) time-received counters and deficits,
+and produces frozen ``SchedulerState`` snapshots. Forked copies' progress
+(HadarE) adds up here identically for the simulator and the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hadar.model.cluster import Cluster
+from hadar.model.job import Job
+from hadar.model.plan import RoundPlan, RoundReport
+from hadar.model.state import Allocation, JobView, SchedulerState
+from hadar.model.throughput import ThroughputTable
+
+DONE_EPS = 1e-6
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """Mutable per-job bookkeeping (private to the ledger and its readers)."""
+
+    job: Job
+    throughputs: tuple[float, ...]
+    remaining: float
+    first_start_s: float | None = None
+    finish_s: float | None = None
+    attained_gpu_s: float = 0.0
+    received_s: list[float] = field(default_factory=list)  # per type, since the last reset
+    deficit_s: list[float] = field(default_factory=list)
+    prev_gpus: tuple[int, ...] = ()
+    rounds_run: int = 0
+    restarts: int = 0
+    steps_by_type: dict[str, float] = field(default_factory=dict)
+
+
+class JobLedger:
+    """Bookkeeping for one run. ``round_s`` seeds Gavel's counters with round/2."""
+
+    def __init__(self, cluster: Cluster, table: ThroughputTable, round_s: float) -> None:
+        self.cluster = cluster
+        self.table = table
+        self.round_s = float(round_s)
+        self.types = cluster.gpu_types
+        self.records: dict[int, JobRecord] = {}
+        self.active: dict[int, JobRecord] = {}  # insertion (= id) order
+        self.gpu_busy_s = [0.0] * cluster.num_gpus
+        self.last_reset_s = 0.0
+        self.need_update = False
+        self.memo: Mapping[str, Any] = {}
+        self.lease_extensions = 0
+        self.lease_opportunities = 0
+        self.rounds = 0
+        self.resolves = 0
+        self.first_arrival_s: float | None = None
+        self.last_event_s = 0.0
+
+    # ---- admission and snapshots -------------------------------------------------
+    def add(self, job: Job) -> None:
+        rates = self.table.row(job.job_type, job.scale_factor, self.types)
+        seed = self.round_s / 2.0
+        rec = JobRecord(job, rates, float(job.total_steps),
+                        received_s=[seed] * len(self.types), deficit_s=[0.0] * len(self.types))
+        self.records[job.job_id] = rec
+        self.active[job.job_id] = rec
+        self.need_update = True
+        if self.first_arrival_s is None:
+            self.first_arrival_s = job.arrival_s
+
+    def snapshot(self, now_s: float) -> SchedulerState:
+        views = tuple(
+            JobView(
+                job_id=r.job.job_id, job_type=r.job.job_type, scale_factor=r.job.scale_factor,
+                priority_weight=r.job.priority_weight, arrival_s=r.job.arrival_s,
+                total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
+                first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
+                received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s),
+            )
+            for r in self.active.values()
+        )
+        return SchedulerState(now_s=now_s, round_s=self.round_s, cluster=self.cluster, jobs=views,
+                              table=self.table, memo=self.memo)
+
+    # ---- Gavel's counter reset (at every re-solve) -----------------------------
+    def reset_counters(self, now_s: float, allocation: Allocation | None) -> None:
+        """Fold time received since the last reset into deficits; reseed counters."""
+        elapsed = now_s - self.last_reset_s
+        seed = self.round_s / 2.0
+        for jid, rec in self.active.items():
+            for j, t in enumerate(self.types):
+                should = allocation.fraction(jid, t) * elapsed if allocation is not None else 0.0
+                rec.deficit_s[j] += should - (rec.received_s[j] - seed)
+                rec.received_s[j] = seed
+        self.last_reset_s = now_s
+        self.resolves += 1
+
+    # ---- applying a round ------------------------------------------------------
+    def apply(self, plan: RoundPlan, report: RoundReport) -> list[int]:
+        """Record what the round did; returns ids of jobs that finished."""
+        self.rounds += 1
+        prev = {jid: r.prev_gpus for jid, r in self.active.items() if r.prev_gpus}
+        self.lease_opportunities += len(prev)
+        ran: dict[int, list[int]] = {}
+        finished: list[int] = []
+        for lease in plan.leases:
+            if lease.extended:
+                self.lease_extensions += 1
+        for res in report.results:
+            rec = self.records[res.job_id]
+            busy = max(0.0, res.end_s - report.start_s)
+            for g in res.gpus:
+                self.gpu_busy_s[g] += busy
+            ran.setdefault(res.job_id, []).extend(res.gpus)
+            if res.failed:
+                continue
+            if rec.first_start_s is None:
+                rec.first_start_s = report.start_s
+            rec.attained_gpu_s += busy * len(res.gpus)
+            used = sorted({self.cluster.gpu_type_of[g] for g in res.gpus}, key=self.types.index)
+            for t in used:
+                rec.received_s[self.types.index(t)] += busy
+                rec.steps_by_type[t] = rec.steps_by_type.get(t, 0.0) + res.steps / len(used)
+            rec.remaining -= res.steps
+            if rec.remaining <= DONE_EPS * max(1.0, float(rec.job.total_steps)) and rec.finish_s is None:
+                rec.remaining = 0.0
+                rec.finish_s = max(res.end_s, rec.finish_s or 0.0)
+        for jid, rec in self.active.items():
+            gpus = tuple(sorted(ran.get(jid, ())))
+            if gpus:
+                if rec.rounds_run > 0 and gpus != rec.prev_gpus:
+                    rec.restarts += 1  # resumed elsewhere or after a pause: checkpoint restore
+                rec.rounds_run += 1
+            rec.prev_gpus = gpus
+        for jid in [j for j, r in self.active.items() if r.finish_s is not None]:
+            del self.active[jid]
+            finished.append(jid)
+        if finished:
+            self.need_update = True
+        self.last_event_s = max(self.last_event_s, report.end_s)
+        return finished
+
+    # ---- queries ----------------------------------------------------------------
+    def finished(self, job_id: int) -> bool:
+        rec = self.records.get(job_id)
+        return rec is not None and rec.finish_s is not None

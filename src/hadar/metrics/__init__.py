@@ -1,0 +1,1 @@
+"""Metrics: one definition everywhere (spec/hadar.md section 5)."""

@@ -1,0 +1,103 @@
+"""Cluster topology: nodes, each with GPUs of one type.
+
+GPU ids are dense integers 0..G-1, assigned node by node in the order the
+nodes are listed; ``gpu_types`` keeps the first-seen order of types, except
+that Gavel's ``v100, p100, k80`` come first in that order when present (the
+order Gavel's round mechanism walks types in).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hadar.errors import InputError
+
+GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One machine: ``gpus`` GPUs of one ``gpu_type``."""
+
+    name: str
+    gpu_type: str
+    gpus: int
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise InputError("node name must not be empty")
+        if not self.gpu_type:
+            raise InputError(f"node {self.name!r}: gpu_type must not be empty")
+        if not isinstance(self.gpus, int) or isinstance(self.gpus, bool) or self.gpus <= 0:
+            raise InputError(f"node {self.name!r}: gpus must be a positive integer, got {self.gpus!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """An immutable set of nodes with derived per-GPU lookups."""
+
+    nodes: tuple[Node, ...]
+    gpu_types: tuple[str, ...] = field(init=False)
+    gpu_type_of: tuple[str, ...] = field(init=False)  # indexed by GPU id
+    node_of: tuple[int, ...] = field(init=False)  # GPU id -> node index
+    gpus_by_type: dict[str, tuple[int, ...]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise InputError("cluster has no nodes")
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise InputError(f"duplicate node names: {', '.join(dup)}")
+        seen: list[str] = []
+        type_of: list[str] = []
+        node_of: list[int] = []
+        by_type: dict[str, list[int]] = {}
+        for idx, node in enumerate(self.nodes):
+            if node.gpu_type not in seen:
+                seen.append(node.gpu_type)
+            for _ in range(node.gpus):
+                gid = len(type_of)
+                type_of.append(node.gpu_type)
+                node_of.append(idx)
+                by_type.setdefault(node.gpu_type, []).append(gid)
+        ordered = [t for t in GAVEL_TYPE_ORDER if t in seen] + [t for t in seen if t not in GAVEL_TYPE_ORDER]
+        object.__setattr__(self, "gpu_types", tuple(ordered))
+        object.__setattr__(self, "gpu_type_of", tuple(type_of))
+        object.__setattr__(self, "node_of", tuple(node_of))
+        object.__setattr__(self, "gpus_by_type", {t: tuple(v) for t, v in by_type.items()})
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.gpu_type_of)
+
+    def count(self, gpu_type: str) -> int:
+        """Number of GPUs of ``gpu_type`` (0 if the type is absent)."""
+        return len(self.gpus_by_type.get(gpu_type, ()))
+
+    def capacity(self) -> dict[str, int]:
+        """GPU count per type, in ``gpu_types`` order."""
+        return {t: self.count(t) for t in self.gpu_types}
+
+    def nodes_of_type(self, gpu_type: str) -> tuple[int, ...]:
+        return tuple(i for i, n in enumerate(self.nodes) if n.gpu_type == gpu_type)
+
+    def gpus_of_node(self, node_index: int) -> tuple[int, ...]:
+        return tuple(g for g, n in enumerate(self.node_of) if n == node_index)
+
+    @classmethod
+    def from_counts(cls, counts: dict[str, int], gpus_per_node: int = 1) -> Cluster:
+        """Nodes of ``gpus_per_node`` GPUs (the last node of a type may be smaller)."""
+        nodes: list[Node] = []
+        for gpu_type, count in counts.items():
+            if count < 0:
+                raise InputError(f"GPU count for {gpu_type!r} must not be negative, got {count}")
+            left, i = count, 0
+            while left > 0:
+                take = min(gpus_per_node, left)
+                nodes.append(Node(f"{gpu_type}-{i}", gpu_type, take))
+                left -= take
+                i += 1
+        if not nodes:
+            raise InputError("cluster has no GPUs")
+        return cls(tuple(nodes))

@@ -1,0 +1,65 @@
+"""Round plans (what runs where this round) and round reports (what happened)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Job ``job_id`` (copy ``copy``; 0 = the job itself, 1..k = HadarE forks)
+    runs on ``gpus`` for at most ``max_steps`` steps this round.
+
+    ``extended`` is True when the same copy held exactly these GPUs in the
+    previous round (Gavel's lease extension: no checkpoint/restore needed).
+    """
+
+    job_id: int
+    job_type: str
+    scale_factor: int
+    gpus: tuple[int, ...]
+    max_steps: float
+    copy: int = 0
+    extended: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RoundPlan:
+    """Leases for one round starting at ``start_s``, lasting at most ``duration_s``."""
+
+    start_s: float
+    duration_s: float
+    leases: tuple[Lease, ...] = ()
+
+    @property
+    def job_ids(self) -> tuple[int, ...]:
+        return tuple(sorted({lease.job_id for lease in self.leases}))
+
+    def gpus_of(self, job_id: int) -> tuple[int, ...]:
+        return tuple(g for lease in self.leases if lease.job_id == job_id for g in lease.gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseResult:
+    """What one lease achieved: ``steps`` done, busy from round start to ``end_s``.
+
+    ``failed`` marks a lease whose worker died: its steps are 0 and the
+    job resumes from its last checkpoint next round.
+    """
+
+    job_id: int
+    copy: int
+    gpus: tuple[int, ...]
+    steps: float
+    end_s: float
+    failed: bool = False
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundReport:
+    """The round ran from ``start_s`` to ``end_s`` (the last lease's end)."""
+
+    start_s: float
+    end_s: float
+    results: tuple[LeaseResult, ...] = ()

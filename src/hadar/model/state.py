@@ -1,0 +1,144 @@
+"""The frozen snapshot a policy decides on, and the allocation it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from hadar.model.cluster import Cluster
+from hadar.model.throughput import ThroughputTable
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """An active job as the scheduler sees it at ``SchedulerState.now_s``.
+
+    ``throughputs`` is the job's whole-job rate (steps/s on ``scale_factor``
+    GPUs) per type, in ``SchedulerState.gpu_types`` order.
+    """
+
+    job_id: int
+    job_type: str
+    scale_factor: int
+    priority_weight: float
+    arrival_s: float
+    total_steps: float
+    remaining_steps: float
+    throughputs: tuple[float, ...]
+    first_start_s: float | None = None
+    attained_gpu_s: float = 0.0  # GPU-seconds received so far
+    previous_gpus: tuple[int, ...] = ()  # GPUs held in the round just ended
+    # Gavel's round-mechanism counters, per type in ``gpu_types`` order:
+    received_s: tuple[float, ...] = ()  # seconds run on the type since the last reset (+ round/2 seed)
+    deficit_s: tuple[float, ...] = ()  # time it should have had minus time it had, over past resets
+
+    @property
+    def done_steps(self) -> float:
+        return self.total_steps - self.remaining_steps
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerState:
+    """Everything a policy may read; never mutated (the ledger makes a new one)."""
+
+    now_s: float
+    round_s: float
+    cluster: Cluster
+    jobs: tuple[JobView, ...]
+    table: ThroughputTable
+    memo: Mapping[str, Any] = field(default_factory=dict)  # from the previous Allocation
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        return self.cluster.gpu_types
+
+    @property
+    def job_ids(self) -> tuple[int, ...]:
+        return tuple(j.job_id for j in self.jobs)
+
+    def throughput_matrix(self) -> np.ndarray:
+        """m x n matrix of whole-job steps/s (jobs in state order, types in ``gpu_types`` order)."""
+        n = len(self.gpu_types)
+        if not self.jobs:
+            return np.zeros((0, n))
+        return np.array([j.throughputs for j in self.jobs], dtype=float)
+
+    def scale_factors(self) -> np.ndarray:
+        return np.array([j.scale_factor for j in self.jobs], dtype=float)
+
+    def priority_weights(self) -> np.ndarray:
+        return np.array([j.priority_weight for j in self.jobs], dtype=float)
+
+    def remaining_steps(self) -> np.ndarray:
+        return np.array([j.remaining_steps for j in self.jobs], dtype=float)
+
+    def capacities(self) -> np.ndarray:
+        return np.array([self.cluster.count(t) for t in self.gpu_types], dtype=float)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What each job should get: ``fractions[i, j]`` = share of time job i runs on type j.
+
+    A job on type j holds ``scale_factor`` GPUs while it runs, so its share
+    in GPU-equivalents is ``fractions * scale_factor`` (see ``shares``).
+    Task-level policies (Hadar) may also give an explicit ``placement``
+    (job id -> GPU ids); their fractions are then tasks-per-type / W.
+    ``memo`` carries policy state to the next snapshot (pure policies with
+    memory, e.g. finish-time fairness's accumulated isolated time).
+    """
+
+    job_ids: tuple[int, ...]
+    gpu_types: tuple[str, ...]
+    fractions: np.ndarray
+    scale_factors: tuple[int, ...] = ()
+    placement: Mapping[int, tuple[int, ...]] | None = None
+    memo: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        x = np.array(self.fractions, dtype=float).reshape(len(self.job_ids), len(self.gpu_types))
+        x.setflags(write=False)
+        object.__setattr__(self, "fractions", x)
+        if not self.scale_factors:
+            object.__setattr__(self, "scale_factors", (1,) * len(self.job_ids))
+        if self.placement is not None:
+            object.__setattr__(self, "placement", MappingProxyType(dict(self.placement)))
+        object.__setattr__(self, "memo", MappingProxyType(dict(self.memo)))
+        object.__setattr__(self, "_index", {jid: i for i, jid in enumerate(self.job_ids)})
+
+    _index: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __contains__(self, job_id: int) -> bool:
+        return job_id in self._index
+
+    def fraction(self, job_id: int, gpu_type: str) -> float:
+        """Time fraction of ``job_id`` on ``gpu_type`` (0.0 if absent)."""
+        i = self._index.get(job_id)
+        if i is None or gpu_type not in self.gpu_types:
+            return 0.0
+        return float(self.fractions[i, self.gpu_types.index(gpu_type)])
+
+    def shares(self) -> np.ndarray:
+        """GPU-equivalents per (job, type): fractions x scale factor."""
+        return self.fractions * np.array(self.scale_factors, dtype=float)[:, None]
+
+    def as_dict(self) -> dict[int, dict[str, float]]:
+        return {
+            jid: {t: float(self.fractions[i, j]) for j, t in enumerate(self.gpu_types)}
+            for i, jid in enumerate(self.job_ids)
+        }
+
+    @classmethod
+    def for_state(cls, state: SchedulerState, fractions: np.ndarray, **kw: Any) -> Allocation:
+        """Build an allocation aligned with ``state``'s jobs and types."""
+        return cls(
+            job_ids=state.job_ids,
+            gpu_types=state.gpu_types,
+            fractions=fractions,
+            scale_factors=tuple(j.scale_factor for j in state.jobs),
+            **kw,
+        )

@@ -1,0 +1,113 @@
+"""Throughput table: steps/s of (job type, GPU count) on each GPU type.
+
+Units follow Gavel's files: a step is one iteration of one worker at the
+per-GPU batch size, summed over the job's workers, so the value for k GPUs
+is the whole job's rate on k GPUs of that type.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+
+from hadar.errors import InputError
+
+_KEY_RE = re.compile(r"^\('(?P<model>.+)',\s*(?P<sf>\d+)\)$")
+BUNDLED = {
+    "simulation": "simulation_throughputs.json",
+    "physical": "physical_cluster_throughputs.json",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputTable:
+    """``rates[(job_type, k)][gpu_type]`` in steps/s (0.0 = cannot run)."""
+
+    rates: Mapping[tuple[str, int], Mapping[str, float]]
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        frozen = {key: MappingProxyType(dict(v)) for key, v in self.rates.items()}
+        object.__setattr__(self, "rates", MappingProxyType(frozen))
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        types: list[str] = []
+        for per_type in self.rates.values():
+            for t in per_type:
+                if t not in types:
+                    types.append(t)
+        return tuple(types)
+
+    @property
+    def job_types(self) -> tuple[str, ...]:
+        return tuple(sorted({jt for jt, _ in self.rates}))
+
+    def has(self, job_type: str, k: int) -> bool:
+        return (job_type, k) in self.rates
+
+    def scale_factors(self, job_type: str) -> tuple[int, ...]:
+        return tuple(sorted(k for jt, k in self.rates if jt == job_type))
+
+    def get(self, job_type: str, k: int, gpu_type: str) -> float:
+        """Steps/s of ``job_type`` on ``k`` GPUs of ``gpu_type``; 0.0 if unknown type."""
+        try:
+            per_type = self.rates[(job_type, k)]
+        except KeyError:
+            raise InputError(f"no throughput for job type {job_type!r} on {k} GPU(s) in {self.source or 'table'}") from None
+        return float(per_type.get(gpu_type, 0.0))
+
+    def row(self, job_type: str, k: int, gpu_types: Iterable[str]) -> tuple[float, ...]:
+        return tuple(self.get(job_type, k, t) for t in gpu_types)
+
+    def with_rate(self, job_type: str, k: int, gpu_type: str, rate: float) -> ThroughputTable:
+        """A copy with one entry replaced (measured throughputs feed back this way)."""
+        rates = {key: dict(v) for key, v in self.rates.items()}
+        rates.setdefault((job_type, k), {})[gpu_type] = float(rate)
+        return ThroughputTable(rates, self.source)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> ThroughputTable:
+        """Load Gavel's nested JSON; ``None`` or a bundled name loads the shipped table."""
+        if path is None or str(path) in BUNDLED:
+            name = BUNDLED[str(path or "simulation")]
+            text = resources.files("hadar.data").joinpath(name).read_text()
+            return cls.from_gavel_json(json.loads(text), source=name)
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"throughputs file not found: {p}")
+        try:
+            data = json.loads(p.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"{p}: not valid JSON ({e})") from None
+        return cls.from_gavel_json(data, source=str(p))
+
+    @classmethod
+    def from_gavel_json(cls, data: object, source: str = "") -> ThroughputTable:
+        """Parse ``worker_type -> "('model', sf)" -> {"null": steps/s, ...}``.
+
+        ``*_unconsolidated`` worker types are skipped (Gavel's simulator does
+        not use them); space-sharing pair entries are ignored.
+        """
+        if not isinstance(data, dict) or not data:
+            raise InputError(f"{source}: throughputs must be a non-empty JSON object keyed by GPU type")
+        rates: dict[tuple[str, int], dict[str, float]] = {}
+        for gpu_type, per_job in data.items():
+            if gpu_type.endswith("_unconsolidated"):
+                continue
+            if not isinstance(per_job, dict):
+                raise InputError(f"{source}: entry for GPU type {gpu_type!r} is not an object")
+            for key, inner in per_job.items():
+                m = _KEY_RE.match(key)
+                if not m:
+                    raise InputError(f"{source}: bad job type key {key!r} (want \"('model', scale_factor)\")")
+                value = inner.get("null") if isinstance(inner, dict) else inner
+                if not isinstance(value, (int, float)) or value < 0:
+                    raise InputError(f"{source}: throughput of {key} on {gpu_type} must be a number >= 0")
+                rates.setdefault((m["model"], int(m["sf"])), {})[gpu_type] = float(value)
+        return cls(rates, source)

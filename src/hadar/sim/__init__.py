@@ -1,0 +1,1 @@
+"""Trace-driven simulation: workloads and the simulated executor."""

@@ -1,0 +1,61 @@
+"""The simulated executor: progress from the throughput table, no side effects."""
+
+from __future__ import annotations
+
+import math
+
+from hadar.model.cluster import Cluster
+from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
+from hadar.model.throughput import ThroughputTable
+
+
+class SimulatedExecutor:
+    """Runs a round on paper, as Gavel's simulator does.
+
+    A lease runs ``min(floor(rate * round), max_steps)`` steps and ends at
+    ``start + steps / rate``; the round ends when the last lease ends.
+    Rate of a lease on GPUs of one type r: ``X[type, len(gpus), r]``; on
+    several types (Hadar's task-level placements): ``sync`` model = the
+    slowest type's ``X[type, W, r]``; ``additive`` = sum over types of
+    (GPUs of r) x ``X[type, W, r] / W``.
+    """
+
+    def __init__(self, cluster: Cluster, table: ThroughputTable, rate_model: str = "sync") -> None:
+        if rate_model not in ("sync", "additive"):
+            raise ValueError(f"unknown rate model {rate_model!r}")
+        self.cluster = cluster
+        self.table = table
+        self.rate_model = rate_model
+
+    def rate(self, lease: Lease) -> float:
+        types: dict[str, int] = {}
+        for g in lease.gpus:
+            t = self.cluster.gpu_type_of[g]
+            types[t] = types.get(t, 0) + 1
+        k = len(lease.gpus)
+        if len(types) == 1:
+            (t,) = types
+            if self.table.has(lease.job_type, k):
+                return self.table.get(lease.job_type, k, t)
+            # k GPUs of one type for a W-task job with no k entry: scale linearly.
+            return self.table.get(lease.job_type, lease.scale_factor, t) * k / lease.scale_factor
+        w = lease.scale_factor
+        if self.rate_model == "sync":
+            return min(self.table.get(lease.job_type, w, t) for t in types)
+        return sum(n * self.table.get(lease.job_type, w, t) / w for t, n in types.items())
+
+    def run_round(self, plan: RoundPlan) -> RoundReport:
+        results = []
+        end = plan.start_s
+        for lease in plan.leases:
+            rate = self.rate(lease)
+            if rate <= 0:
+                results.append(LeaseResult(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s))
+                continue
+            steps = min(math.floor(rate * plan.duration_s), lease.max_steps)
+            if steps <= 0:
+                steps = min(rate * plan.duration_s, lease.max_steps)
+            finish = plan.start_s + steps / rate
+            end = max(end, finish)
+            results.append(LeaseResult(lease.job_id, lease.copy, lease.gpus, float(steps), finish))
+        return RoundReport(plan.start_s, end, tuple(results))

@@ -1,0 +1,153 @@
+"""Reading and writing workloads: Gavel's 10-column traces and our CSV/YAML job lists."""
+
+from __future__ import annotations
+
+import csv
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from hadar.errors import InputError
+from hadar.model.job import Job
+
+GAVEL_COLUMNS = 10
+BUNDLED_TRACES = ("small_test", "medium_test", "artifact_evaluation", "debug", "debug_v2",
+                  "highmem_test", "max_min_fairness", "minimize_makespan")
+
+
+def resolve_trace_path(name: str) -> Path | None:
+    """A bundled trace by name (``small_test`` or ``small_test.trace``), else None."""
+    stem = name.removesuffix(".trace")
+    if stem in BUNDLED_TRACES and not Path(name).exists():
+        return Path(str(resources.files("hadar.data").joinpath("traces", f"{stem}.trace")))
+    return None
+
+
+def read_jobs(path: str | Path) -> list[Job]:
+    """Read a workload by extension: ``.trace`` (Gavel), ``.csv``, ``.yaml``/``.yml``/``.json``."""
+    p = resolve_trace_path(str(path)) or Path(path)
+    if not p.is_file():
+        raise InputError(f"trace file not found: {p}")
+    suffix = p.suffix.lower()
+    if suffix in (".csv",):
+        jobs = _read_csv(p)
+    elif suffix in (".yaml", ".yml", ".json"):
+        jobs = _read_yaml(p)
+    else:
+        jobs = read_trace(p)
+    if not jobs:
+        raise InputError(f"{p}: no jobs in file")
+    return jobs
+
+
+def read_trace(path: str | Path) -> list[Job]:
+    """Parse Gavel's format; job ids are 0.. in file order. Errors name file and line."""
+    p = Path(path)
+    jobs: list[Job] = []
+    last_arrival = 0.0
+    try:
+        text = p.read_text()
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not a text file") from None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        where = f"{p.name}:{lineno}"
+        fields = line.split("\t")
+        if len(fields) != GAVEL_COLUMNS:
+            raise InputError(f"{where}: expected {GAVEL_COLUMNS} tab-separated fields, got {len(fields)}")
+        jt, command, workdir, steps_arg, needs_data, steps, sf, weight, slo, arrival = fields
+        if not jt.strip():
+            raise InputError(f"{where}: empty job type")
+        total_steps = _number(steps, "total_steps", where, integer=True)
+        scale = _number(sf, "scale_factor", where, integer=True)
+        arrival_s = _number(arrival, "arrival time", where)
+        if arrival_s < last_arrival:
+            raise InputError(f"{where}: arrival time {arrival_s} is earlier than the previous line's {last_arrival}")
+        last_arrival = arrival_s
+        slo_v = _number(slo, "SLO", where)
+        jobs.append(_job(len(jobs), jt.strip(), scale, total_steps, arrival_s, _number(weight, "priority_weight", where),
+                         where, slo=None if slo_v < 0 else slo_v, command=command, working_directory=workdir,
+                         num_steps_arg=steps_arg, needs_data_dir=_number(needs_data, "needs_data_dir", where) != 0))
+    return jobs
+
+
+def write_trace(jobs: list[Job], path: str | Path) -> None:
+    """Write Gavel's 10-column format (round-trips ``read_trace``)."""
+    lines = []
+    for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
+        lines.append("\t".join([
+            j.job_type, j.command, j.working_directory, j.num_steps_arg, str(int(j.needs_data_dir)),
+            str(int(round(j.total_steps))), str(j.scale_factor), f"{j.priority_weight:g}",
+            f"{-1.0 if j.slo is None else j.slo:f}", f"{j.arrival_s:g}",
+        ]))
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def _number(text: str, name: str, where: str, integer: bool = False) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{where}: {name} must be a number, got {text.strip()!r}") from None
+    if integer and value != int(value):
+        raise InputError(f"{where}: {name} must be an integer, got {text.strip()!r}")
+    return int(value) if integer else value
+
+
+def _job(job_id: int, job_type: str, sf: float, steps: float, arrival: float, weight: float, where: str,
+         **extra: object) -> Job:
+    if sf <= 0:
+        raise InputError(f"{where}: scale factor must be positive, got {sf:g}")
+    if steps <= 0:
+        raise InputError(f"{where}: total steps must be positive, got {steps:g}")
+    return Job(job_id=job_id, job_type=job_type, scale_factor=int(sf), total_steps=steps, arrival_s=arrival,
+               priority_weight=weight, origin=where, **extra)  # type: ignore[arg-type]
+
+
+_FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight")
+
+
+def _from_record(rec: dict, where: str, job_id: int) -> Job:
+    if not isinstance(rec, dict):
+        raise InputError(f"{where}: each job must be a mapping with keys {', '.join(_FIELDS)}")
+    unknown = set(rec) - set(_FIELDS)
+    if unknown:
+        raise InputError(f"{where}: unknown job field(s): {', '.join(sorted(unknown))}")
+    for key in ("job_type", "total_steps"):
+        if rec.get(key) in (None, ""):
+            raise InputError(f"{where}: missing {key}")
+    num = {k: _number(str(rec.get(k, d)), k, where) for k, d in
+           (("scale_factor", 1), ("total_steps", 0), ("arrival_s", 0), ("priority_weight", 1))}
+    if num["scale_factor"] != int(num["scale_factor"]):
+        raise InputError(f"{where}: scale_factor must be an integer")
+    return _job(job_id, str(rec["job_type"]).strip(), num["scale_factor"], num["total_steps"], num["arrival_s"],
+                num["priority_weight"], where)
+
+
+def _sorted(jobs: list[Job]) -> list[Job]:
+    """Order by arrival (stable) and renumber 0.. so ids follow arrival order."""
+    ordered = sorted(jobs, key=lambda j: j.arrival_s)
+    return [Job(**{**{f: getattr(j, f) for f in Job.__slots__}, "job_id": i}) for i, j in enumerate(ordered)]
+
+
+def _read_csv(p: Path) -> list[Job]:
+    with p.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames is None or "job_type" not in reader.fieldnames:
+            raise InputError(f"{p.name}: CSV needs a header with at least job_type,total_steps")
+        jobs = [_from_record({k: v for k, v in row.items() if v not in (None, "")}, f"{p.name}:{n}", n - 2)
+                for n, row in enumerate(reader, start=2)]
+    return _sorted(jobs)
+
+
+def _read_yaml(p: Path) -> list[Job]:
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise InputError(f"{p.name}: not valid YAML/JSON ({str(e).splitlines()[0]})") from None
+    if isinstance(data, dict):
+        data = data.get("jobs")
+    if not isinstance(data, list):
+        raise InputError(f"{p.name}: expected a list of jobs (or a mapping with a 'jobs' list)")
+    return _sorted([_from_record(rec, f"{p.name}: job {i}", i) for i, rec in enumerate(data)])
