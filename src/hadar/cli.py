@@ -1,0 +1,93 @@
+"""Command line: ``hadar simulate | policies | ...``.
+
+Every ``HadarError`` becomes one line on stderr and exit code 2. Other
+subcommands live in their own modules and plug in through ``_SUBCOMMANDS``
+(each module has ``add_parser(subparsers)`` and ``main(args) -> int``), so
+``hadar simulate`` never imports Ray or torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+from hadar.errors import HadarError
+
+#: name -> module providing add_parser/main, imported only when needed.
+_SUBCOMMANDS = {
+    "simulate": "hadar.cli_simulate",
+    "policies": "hadar.cli_simulate",
+    "compare": "hadar.compare",
+    "run": "hadar.runtime.cli",
+    "experiment": "hadar.runtime.experiment",
+    "report": "hadar.report",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own code)
+        self.exit(2, f"hadar: error: {message}\n")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = _Parser(prog="hadar", description="Heterogeneity-aware scheduling of deep-learning jobs "
+                     "(Gavel, Hadar, HadarE): simulate policies on traces, or run real training on Ray.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    added: set[str] = set()
+    for name, module in _SUBCOMMANDS.items():
+        if only is not None and name != only:
+            continue
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name and (module == e.name or module.startswith(e.name + ".")):
+                continue  # subcommand not built yet
+            raise
+        if module not in added:
+            mod.add_parser(sub)
+            added.add(module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    only = first if first in _SUBCOMMANDS else None
+    parser = build_parser(only if only not in ("simulate", "policies") else None)
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            if not argv:  # no arguments at all: the default simulation
+                args = parser.parse_args(["simulate"])
+            else:
+                parser.print_help()
+                return 2
+        return int(args.func(args) or 0)
+    except HadarError as e:
+        print(f"hadar: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hadar: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def emit_json(obj: object) -> None:
+    """Exactly one JSON object on stdout."""
+    sys.stdout.write(json.dumps(obj, default=_json_default) + "\n")
+
+
+def _json_default(o: object) -> object:
+    if isinstance(o, Path):
+        return str(o)
+    if hasattr(o, "item"):
+        return o.item()  # numpy scalars
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
