@@ -79,7 +79,7 @@ def write_trace(jobs: list[Job], path: str | Path) -> None:
     for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
         lines.append("\t".join([
             j.job_type, j.command, j.working_directory, j.num_steps_arg, str(int(j.needs_data_dir)),
-            str(int(round(j.total_steps))), str(j.scale_factor), f"{j.priority_weight:g}",
+            str(round(j.total_steps)), str(j.scale_factor), f"{j.priority_weight:g}",
             f"{-1.0 if j.slo is None else j.slo:f}", f"{j.arrival_s:g}",
         ]))
     Path(path).write_text("\n".join(lines) + "\n")

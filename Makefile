@@ -1,0 +1,35 @@
+# The two commands a newcomer needs:
+#   make run    - set up .venv and run the default simulation (bundled trace, bundled cluster)
+#   make test   - set up .venv with the runtime extras and run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test bench lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.core: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+$(VENV)/.full: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[runtime,dev]'
+	touch $(VENV)/.core $@
+
+run: $(VENV)/.core
+	$(BIN)/hadar simulate
+
+test: $(VENV)/.full
+	$(BIN)/python -m pytest -q
+
+bench: $(VENV)/.full
+	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+lint: $(VENV)/.core
+	$(BIN)/ruff check src tests bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache

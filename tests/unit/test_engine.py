@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hadar.config import parse_cluster
+from hadar.errors import InfeasibleError, InputError
+from hadar.sim.run import simulate
+from tests.helpers import FastestTypePolicy, job
+
+R50 = "ResNet-50 (batch size 64)"
+
+
+def test_single_job_jct_is_steps_over_rate(table):
+    rate = table.get(R50, 1, "v100")
+    steps = 1000 * rate  # about 2.8 rounds of 360 s
+    r = simulate([job(0, steps=steps)], parse_cluster("1:0:0"), table, FastestTypePolicy())
+    assert r.summary["jobs_completed"] == 1
+    assert r.summary["avg_jct_s"] == pytest.approx(1000.0, rel=1e-9)
+    assert r.summary["rounds"] == math.ceil(1000 / 360)
+    assert r.summary["utilization"] == pytest.approx(1.0)
+    assert r.summary["lease_extension_rate"] == pytest.approx(1.0)  # kept its GPU every round
+
+
+def test_job_finishes_exactly_when_progress_reaches_steps(table):
+    rate = table.get(R50, 1, "v100")
+    steps = math.floor(rate * 360) * 2  # exactly two full rounds
+    r = simulate([job(0, steps=steps)], parse_cluster("1:0:0"), table, FastestTypePolicy(), record_events=True)
+    rounds = [e for e in r.events if e["event"] == "round"]
+    assert len(rounds) == 2
+    assert r.rows[0].finish_s == pytest.approx(steps / rate)
+
+
+def test_arrival_mid_round_waits_for_boundary_and_counts_from_arrival(table):
+    rate = table.get(R50, 1, "v100")
+    jobs = [job(0, steps=rate * 360 * 3), job(1, steps=rate * 100, arrival=100.0)]
+    r = simulate(jobs, parse_cluster("2:0:0"), table, FastestTypePolicy())
+    by_id = {row.job_id: row for row in r.rows}
+    first_round_end = math.floor(rate * 360) / rate  # rounds end at the last micro-task's end
+    assert by_id[1].first_start_s == pytest.approx(first_round_end)
+    assert by_id[1].queuing_delay_s == pytest.approx(first_round_end - 100.0)
+
+
+def test_multi_gpu_job_with_fewer_steps_than_gpus_is_not_dropped(table):
+    # Gavel drops such a job after 5 "failed" micro-tasks; we must finish it.
+    r = simulate([job(0, sf=4, steps=3)], parse_cluster("4:0:0"), table, FastestTypePolicy())
+    assert r.summary["jobs_completed"] == 1 and r.rows[0].jct_s > 0
+
+
+def test_idle_gap_jumps_to_next_arrival(table):
+    rate = table.get(R50, 1, "v100")
+    jobs = [job(0, steps=rate * 10), job(1, steps=rate * 10, arrival=5000.0)]
+    r = simulate(jobs, parse_cluster("1:0:0"), table, FastestTypePolicy())
+    assert [row.jct_s for row in r.rows] == pytest.approx([10.0, 10.0])
+    assert r.summary["makespan_s"] == pytest.approx(5010.0)
+
+
+def test_job_no_gpu_can_run_is_rejected(table):
+    with pytest.raises(InfeasibleError, match="needs 8 GPUs but the cluster has only 4"):
+        simulate([job(0, sf=8)], parse_cluster("4:4:4"), table, FastestTypePolicy())
+
+
+def test_unknown_job_type_and_gpu_type(table):
+    with pytest.raises(InputError, match="unknown job type for 'NoSuchModel'"):
+        simulate([job(0, job_type="NoSuchModel")], parse_cluster("1:0:0"), table, FastestTypePolicy())
+    with pytest.raises(InputError, match="unknown GPU type"):
+        simulate([job(0)], parse_cluster("h100=2"), table, FastestTypePolicy())
+    with pytest.raises(InputError, match="scale factor 3"):
+        simulate([job(0, sf=3)], parse_cluster("4:0:0"), table, FastestTypePolicy())
