@@ -47,6 +47,7 @@ class JobLedger:
         self.table = table
         self.round_s = float(round_s)
         self.types = cluster.gpu_types
+        self._type_index = [self.types.index(t) for t in cluster.gpu_type_of]  # GPU id -> type index
         self.records: dict[int, JobRecord] = {}
         self.active: dict[int, JobRecord] = {}  # insertion (= id) order
         self.gpu_busy_s = [0.0] * cluster.num_gpus
@@ -86,6 +87,12 @@ class JobLedger:
         return SchedulerState(now_s=now_s, round_s=self.round_s, cluster=self.cluster, jobs=views,
                               table=self.table, memo=self.memo)
 
+    def update_table(self, table: ThroughputTable) -> None:
+        """Use ``table`` from now on (e.g. the runtime's measured throughputs): refreshes active jobs' rates."""
+        self.table = table
+        for rec in self.active.values():
+            rec.throughputs = table.row(rec.job.job_type, rec.job.scale_factor, self.types)
+
     # ---- Gavel's counter reset (at every re-solve) -----------------------------
     def reset_counters(self, now_s: float, allocation: Allocation | None) -> None:
         """Fold time received since the last reset into deficits; reseed counters."""
@@ -121,9 +128,10 @@ class JobLedger:
             if rec.first_start_s is None:
                 rec.first_start_s = report.start_s
             rec.attained_gpu_s += busy * len(res.gpus)
-            used = sorted({self.cluster.gpu_type_of[g] for g in res.gpus}, key=self.types.index)
-            for t in used:
-                rec.received_s[self.types.index(t)] += busy
+            used = sorted({self._type_index[g] for g in res.gpus})
+            for j in used:
+                rec.received_s[j] += busy
+                t = self.types[j]
                 rec.steps_by_type[t] = rec.steps_by_type.get(t, 0.0) + res.steps / len(used)
             rec.remaining -= res.steps
             if rec.remaining <= DONE_EPS * max(1.0, float(rec.job.total_steps)) and rec.finish_s is None:

@@ -36,7 +36,9 @@ class GavelRoundPlanner:
         self.shuffle_types = shuffle_types
         self.skip_zero_priority = skip_zero_priority
         self._rng = random.Random(seed + 5)
-        self._servers = {t: [cluster.gpus_of_node(n) for n in cluster.nodes_of_type(t)] for t in cluster.gpu_types}
+        self._order = {t: tuple(g for n in cluster.nodes_of_type(t) for g in cluster.gpus_of_node(n))
+                       for t in cluster.gpu_types}
+        self._type_gpus = {t: frozenset(v) for t, v in self._order.items()}
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         types = list(state.gpu_types)
@@ -53,13 +55,15 @@ class GavelRoundPlanner:
                 types: Sequence[str]) -> dict[str, list[JobView]]:
         index = {t: i for i, t in enumerate(state.gpu_types)}
         queue: list[tuple[str, JobView, float]] = []
+        alloc_index = {t: i for i, t in enumerate(allocation.gpu_types)} if allocation is not None else {}
+        rows = [allocation.row(job.job_id) if allocation is not None else None for job in state.jobs]
         for t in types:
             j = index[t]
+            a = alloc_index.get(t)
             entries = []
-            for job in state.jobs:
-                x = allocation.fraction(job.job_id, t) if allocation is not None else 0.0
-                in_alloc = allocation is not None and job.job_id in allocation
-                prio = x / job.received_s[j] if (in_alloc and x > 0 and job.throughputs[j] > 0) else 0.0
+            for job, row in zip(state.jobs, rows):
+                x = row[a] if (row is not None and a is not None) else 0.0
+                prio = x / job.received_s[j] if (x > 0 and job.throughputs[j] > 0) else 0.0
                 entries.append((prio, job.deficit_s[j], x, job))
             entries.sort(key=lambda e: (e[0], e[1], e[2]), reverse=True)
             queue.extend((t, e[3], e[0]) for e in entries)
@@ -82,34 +86,33 @@ class GavelRoundPlanner:
 
     # -- placement --------------------------------------------------------------
     def _place(self, gpu_type: str, jobs: list[JobView], allocation: Allocation | None) -> list[Lease]:
-        servers = [list(s) for s in self._servers[gpu_type]]
+        order = self._order[gpu_type]  # GPU ids server by server: Gavel's strided fill order
+        type_gpus = self._type_gpus[gpu_type]
         ptr = 0
         assigned: set[int] = set()
         placed: dict[int, tuple[int, ...]] = {}
-        type_gpus = set(self.cluster.gpus_by_type[gpu_type])
         for sf in sorted({j.scale_factor for j in jobs}, reverse=True):
             group = [j for j in jobs if j.scale_factor == sf]
             for job in group:  # keep previous GPUs when all are free
                 prev = job.previous_gpus
-                if prev and len(prev) == sf and set(prev) <= type_gpus and not (set(prev) & assigned):
+                if prev and len(prev) == sf and type_gpus.issuperset(prev) and assigned.isdisjoint(prev):
                     placed[job.job_id] = prev
                     assigned.update(prev)
             for job in group:
                 if job.job_id in placed or allocation is None or job.job_id not in allocation:
                     continue
                 got: list[int] = []
-                while len(got) < sf and ptr < len(servers):
-                    if not servers[ptr]:
-                        ptr += 1
-                        continue
-                    g = servers[ptr].pop(0)
+                while len(got) < sf and ptr < len(order):
+                    g = order[ptr]
+                    ptr += 1
                     if g not in assigned:
                         got.append(g)
                         assigned.add(g)
-                placed[job.job_id] = tuple(got)
+                placed[job.job_id] = tuple(sorted(got))
         by_id = {j.job_id: j for j in jobs}
-        return [
-            Lease(job_id=jid, job_type=by_id[jid].job_type, scale_factor=by_id[jid].scale_factor, gpus=tuple(sorted(gpus)),
-                  max_steps=by_id[jid].remaining_steps, extended=tuple(sorted(gpus)) == by_id[jid].previous_gpus)
-            for jid, gpus in placed.items()
-        ]
+        leases = []
+        for jid, gpus in placed.items():
+            job = by_id[jid]
+            leases.append(Lease(job_id=jid, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
+                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus))
+        return leases

@@ -109,8 +109,10 @@ class Allocation:
             object.__setattr__(self, "placement", MappingProxyType(dict(self.placement)))
         object.__setattr__(self, "memo", MappingProxyType(dict(self.memo)))
         object.__setattr__(self, "_index", {jid: i for i, jid in enumerate(self.job_ids)})
+        object.__setattr__(self, "_rows", tuple(tuple(float(v) for v in r) for r in x))
 
     _index: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _rows: tuple[tuple[float, ...], ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __contains__(self, job_id: int) -> bool:
         return job_id in self._index
@@ -121,6 +123,11 @@ class Allocation:
         if i is None or gpu_type not in self.gpu_types:
             return 0.0
         return float(self.fractions[i, self.gpu_types.index(gpu_type)])
+
+    def row(self, job_id: int) -> tuple[float, ...] | None:
+        """The job's fractions in ``gpu_types`` order, or None if it is not in the allocation."""
+        i = self._index.get(job_id)
+        return None if i is None else self._rows[i]
 
     def shares(self) -> np.ndarray:
         """GPU-equivalents per (job, type): fractions x scale factor."""

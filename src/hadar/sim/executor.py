@@ -26,8 +26,19 @@ class SimulatedExecutor:
         self.cluster = cluster
         self.table = table
         self.rate_model = rate_model
+        self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
 
     def rate(self, lease: Lease) -> float:
+        """Steps/s of the lease (cached per job type, scale factor and GPU set)."""
+        key = (lease.job_type, lease.scale_factor, lease.gpus)
+        rate = self._cache.get(key)
+        if rate is None:
+            if len(self._cache) > 100_000:
+                self._cache.clear()
+            rate = self._cache[key] = self._rate(lease)
+        return rate
+
+    def _rate(self, lease: Lease) -> float:
         types: dict[str, int] = {}
         for g in lease.gpus:
             t = self.cluster.gpu_type_of[g]
