@@ -13,6 +13,8 @@ _FACTORIES: dict[str, Callable[..., Policy]] = {}
 _DESCRIPTIONS: dict[str, str] = {}
 _BUILTIN_MODULES = (
     "hadar.policies.gavel",
+    "hadar.policies.hadar",
+    "hadar.policies.yarn",
 )
 
 

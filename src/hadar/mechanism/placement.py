@@ -1,0 +1,97 @@
+"""Task-level placement: GPU counts per type -> GPU ids, and the planner that leases them.
+
+Hadar decides how many GPUs of each type a job gets; ``assign_gpus`` picks
+the ids: first the GPUs the job held last round (so a job that keeps its
+counts keeps exactly its GPUs: no restart), then, for the rest, as few
+nodes as possible (best-fit over nodes of the type, jobs needing more GPUs
+placed first). ``PlacementPlanner`` turns an allocation's explicit
+``placement`` (job id -> GPU ids) into the round's leases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from hadar.model.cluster import Cluster
+from hadar.model.plan import Lease, RoundPlan
+from hadar.model.state import Allocation, SchedulerState
+
+
+def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
+                previous: Mapping[int, tuple[int, ...]]) -> dict[int, tuple[int, ...]]:
+    """GPU ids per job for ``counts[job][gpu_type]``; raises ValueError if a type is oversubscribed."""
+    free: dict[str, dict[int, list[int]]] = {}  # type -> node -> free GPU ids
+    for t in cluster.gpu_types:
+        per_node: dict[int, list[int]] = {}
+        for g in cluster.gpus_by_type[t]:
+            per_node.setdefault(cluster.node_of[g], []).append(g)
+        free[t] = per_node
+    chosen: dict[int, list[int]] = {jid: [] for jid in counts}
+    need: dict[int, dict[str, int]] = {}
+    for jid, per_type in counts.items():  # pass 1: keep last round's GPUs
+        prev = previous.get(jid, ())
+        left = {}
+        for t, k in per_type.items():
+            keep = [g for g in prev if cluster.gpu_type_of[g] == t][:k]
+            for g in keep:
+                free[t][cluster.node_of[g]].remove(g)
+            chosen[jid].extend(keep)
+            if k - len(keep) > 0:
+                left[t] = k - len(keep)
+        need[jid] = left
+    for jid in sorted(need, key=lambda j: -sum(need[j].values())):  # pass 2: pack the rest
+        for t, k in need[jid].items():
+            chosen[jid].extend(_take(free[t], k, {cluster.node_of[g] for g in chosen[jid]}, t))
+    return {jid: tuple(sorted(g)) for jid, g in chosen.items()}
+
+
+def _take(nodes: dict[int, list[int]], k: int, mine: set[int], gpu_type: str) -> list[int]:
+    """``k`` free GPUs from ``nodes``: nodes the job already uses first, then best fit, then largest."""
+    got: list[int] = []
+    for n in mine:
+        while k > len(got) and nodes.get(n):
+            got.append(nodes[n].pop(0))
+    while len(got) < k:
+        want = k - len(got)
+        best_n, best_free = -1, 0
+        for n, gs in nodes.items():  # smallest node that fits the rest, else the largest one
+            c = len(gs)
+            if c == 0:
+                continue
+            if c >= want and (best_free < want or c < best_free):
+                best_n, best_free = n, c
+                if c == want:
+                    break
+            elif best_free < want and c > best_free:
+                best_n, best_free = n, c
+        if best_n < 0:
+            raise ValueError(f"not enough free {gpu_type} GPUs")
+        gs = nodes[best_n]
+        while gs and len(got) < k:
+            got.append(gs.pop(0))
+        if not gs:
+            del nodes[best_n]
+    return got
+
+
+class PlacementPlanner:
+    """Leases straight from ``allocation.placement`` (task-level policies: Hadar, YARN-CS).
+
+    Jobs that finished since the allocation was made are skipped; a lease is
+    ``extended`` when the job holds exactly the GPUs it held last round.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
+        leases: list[Lease] = []
+        placement = allocation.placement if allocation is not None and allocation.placement is not None else {}
+        for job in state.jobs:
+            gpus = placement.get(job.job_id)
+            if not gpus:
+                continue
+            gpus = tuple(sorted(gpus))
+            leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
+                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus))
+        return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))

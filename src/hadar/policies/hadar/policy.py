@@ -1,0 +1,202 @@
+"""Hadar: task-level, per-round primal-dual scheduling (spec/hadar.md section 3).
+
+Every round (``resolve_every_round``) the policy packs an integral
+placement: each job gets nothing or exactly W GPUs, possibly of several
+types. Jobs are taken in decreasing order of their best utility per GPU;
+each one's dual subroutine buys the W GPUs with the best utility minus
+exponential per-type prices, and the prices rise as types fill; a job
+whose best payoff is not positive waits. A fill pass then gives GPUs that
+are still free to waiting jobs, so no GPU idles while a runnable job waits.
+A job whose counts per type do not change keeps exactly its GPUs (no
+restart); ``restart_s`` > 0 discounts every other placement by the share
+of the round a checkpoint restore would cost.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from hadar.errors import InputError
+from hadar.mechanism.placement import PlacementPlanner, assign_gpus
+from hadar.metrics.bound import min_time_lp
+from hadar.model.cluster import Cluster
+from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.hadar.pricing import Offer, PriceBook, best_offer
+from hadar.policies.hadar.utility import UtilityContext, make_utility
+from hadar.policies.registry import register
+
+
+@register("hadar", "Hadar (IPDPS'24): task-level primal-dual placement each round; jobs may span GPU types")
+class HadarPolicy:
+    """Parameters (all keyword):
+
+    ``utility``: ``jct`` (default), ``fifo``, ``fair`` or ``throughput``.
+    ``rate_model``: ``sync`` (default: a mixed placement runs at its slowest
+    type's pace) or ``additive`` (valid only with local batch sizes set in
+    proportion to each GPU's speed). ``steepness``: exponent on the price
+    curve ``L * (U/L) ** (steepness * f)``. ``exponent``: of the jct
+    utility's shortest-remaining term. ``aging_s``: a job's weight grows by
+    1 for every ``aging_s`` seconds it has waited without GPUs (None: off).
+    ``restart_s``: checkpoint-restore cost charged to any placement other
+    than the job's previous one (0, as Gavel's simulator). ``fill``: run
+    the fill pass.
+    """
+
+    name: ClassVar[str] = "hadar"
+    type_agnostic: ClassVar[bool] = False
+    spans_types: ClassVar[bool] = True
+    resolve_every_round: ClassVar[bool] = True
+
+    def __init__(self, *, utility: str = "jct", rate_model: str = "sync", steepness: float = 0.25,
+                 exponent: float = 1.0, aging_s: float | None = None, restart_s: float = 0.0,
+                 fill: bool = True, guard: float | None = 1.0) -> None:
+        if rate_model not in ("sync", "additive"):
+            raise InputError(f"unknown rate model {rate_model!r} (sync or additive)")
+        if steepness < 0 or restart_s < 0 or (aging_s is not None and aging_s <= 0):
+            raise InputError("steepness and restart_s must be >= 0, aging_s > 0")
+        self.utility_name = utility
+        self.utility = make_utility(utility, exponent)
+        self.rate_model = rate_model
+        self.steepness = steepness
+        self.aging_s = aging_s
+        self.restart_s = restart_s
+        self.fill = fill
+        self.guard = guard
+
+    def make_planner(self, cluster: Cluster, seed: int) -> PlacementPlanner:
+        return PlacementPlanner(cluster)
+
+    # -- the round's decision ------------------------------------------------------
+    def allocate(self, state: SchedulerState) -> Allocation:
+        jobs = state.jobs
+        m, types = len(jobs), state.gpu_types
+        if m == 0:
+            return Allocation.for_state(state, np.zeros((0, len(types))), placement={})
+        x = state.throughput_matrix()
+        scale = state.scale_factors()
+        value = self.utility.values(x, self._context(state, scale))
+        value = np.where(x > 0, value, 0.0)
+        horizon = None
+        if self.guard is not None:
+            horizon = min_time_lp(x / scale[:, None], state.remaining_steps(), state.cluster)[0]
+        counts = self._pack(state, x, value, scale.astype(int), horizon)
+        prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
+        placement = assign_gpus(state.cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()}
+                                                for i, c in counts.items()}, prev)
+        fractions = np.zeros((m, len(types)))
+        for i, c in counts.items():
+            for r, k in c.items():
+                fractions[i, r] = k / scale[i]
+        return Allocation.for_state(state, fractions, placement=placement)
+
+    def _context(self, state: SchedulerState, scale: np.ndarray) -> UtilityContext:
+        jobs = state.jobs
+        arrival = np.array([j.arrival_s for j in jobs], dtype=float)
+        attained = np.array([j.attained_gpu_s for j in jobs], dtype=float)
+        weight = state.priority_weights()
+        if self.aging_s is not None:
+            waited = np.maximum(0.0, state.now_s - arrival - attained / scale)
+            weight = weight * (1.0 + waited / self.aging_s)
+        return UtilityContext(state.now_s, state.round_s, state.remaining_steps(), scale, state.priority_weights(),
+                              arrival, attained, weight)
+
+    def _pack(self, state: SchedulerState, x: np.ndarray, value: np.ndarray,
+              scale: np.ndarray, horizon: float | None) -> dict[int, dict[int, int]]:
+        """Primal-dual pass then fill pass; returns job index -> {type index: GPU count}."""
+        cap = state.capacities().astype(int)
+        per_gpu = value.max(axis=1) / scale
+        live = per_gpu[per_gpu > 0]
+        if live.size == 0:
+            return {}
+        book = PriceBook(cap, float(live.min()), float(live.max()), self.steepness)
+        order = np.argsort(-per_gpu, kind="stable")
+        if self.guard is not None:
+            order, value = self._guarded_first(state, x, value, order, horizon)
+        prev_counts = self._previous_counts(state)
+        discount = 1.0 - min(self.restart_s / state.round_s, 1.0)
+        counts: dict[int, dict[int, int]] = {}
+        waiting: list[int] = []
+        for pos_i, i in enumerate(order):
+            if book.free.sum() == 0:
+                waiting.extend(int(k) for k in order[pos_i:])
+                break
+            offer = self._respond(book, x[i], value[i], int(scale[i]), prev_counts.get(int(i)), discount)
+            if offer is not None and offer.payoff > 0:
+                book.take(offer.counts)
+                counts[int(i)] = offer.counts
+            else:
+                waiting.append(int(i))
+        if self.fill and book.free.sum() > 0:
+            self._fill(book, x, value, scale, counts, waiting)
+        return counts
+
+    def _guarded_first(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, order: np.ndarray,
+                       horizon: float) -> tuple[np.ndarray, np.ndarray]:
+        """Makespan guard: jobs whose remaining best-type time is at least ``guard`` x the
+        LP limit on finishing all remaining work go first, valued above everyone."""
+        best = np.where(x.max(axis=1) > 0, x.max(axis=1), 1.0)
+        t_rem = state.remaining_steps() / best
+        hot = t_rem >= self.guard * horizon
+        if not hot.any():
+            return order, value
+        top = float(value.max())
+        value = value.copy()
+        value[hot] = 2 * top * (1.0 + t_rem[hot] / t_rem.max())[:, None] * (x[hot] / best[hot, None])
+        first = np.flatnonzero(hot)[np.argsort(-t_rem[hot], kind="stable")]
+        return np.concatenate([first, order[~hot[order]]]), value
+
+    def _fill(self, book: PriceBook, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
+              counts: dict[int, dict[int, int]], waiting: list[int]) -> None:
+        """Fill pass: free GPUs go to waiting jobs (priority order), then let placed jobs
+        move up to faster free GPUs, so no GPU idles while a job it could speed up runs."""
+        flat = PriceBook(book.capacity, 1.0, 1.0, 0.0)  # free GPUs cost nothing now
+        flat.free = book.free.copy()
+        for i in waiting:
+            if flat.free.sum() == 0:
+                return
+            offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=self.rate_model)
+            if offer is not None and offer.utility > 0:
+                flat.take(offer.counts)
+                counts[i] = offer.counts
+        for i in list(counts):  # upgrade pass, in priority order
+            if flat.free.sum() == 0:
+                return
+            mine = counts[i]
+            cur = self._value_of(mine, x[i], value[i], int(scale[i]))
+            for r, k in mine.items():
+                flat.free[r] += k
+            offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=self.rate_model)
+            if offer is not None and offer.utility > cur * (1 + 1e-9):
+                mine = offer.counts
+            flat.take(mine)
+            counts[i] = mine
+
+    def _value_of(self, c: dict[int, int], rates: np.ndarray, value: np.ndarray, w: int) -> float:
+        if self.rate_model == "sync":
+            return float(value[min(c, key=lambda r: rates[r])])
+        return sum(k * float(value[r]) / w for r, k in c.items())
+
+    def _respond(self, book: PriceBook, rates: np.ndarray, value: np.ndarray, w: int,
+                 prev: dict[int, int] | None, discount: float) -> Offer | None:
+        """Dual subroutine, with the previous placement (no restart) as an extra candidate."""
+        offer = best_offer(book, rates, value * discount, w, rate_model=self.rate_model)
+        if prev is None or discount >= 1.0 or any(book.free[r] < k for r, k in prev.items()):
+            return offer
+        cost = sum(book.price(r, n) for r, k in prev.items() for n in range(k))
+        keep = Offer(dict(prev), self._value_of(prev, rates, value, w), cost)
+        return keep if offer is None or keep.payoff >= offer.payoff else offer
+
+    @staticmethod
+    def _previous_counts(state: SchedulerState) -> dict[int, dict[int, int]]:
+        index = {t: r for r, t in enumerate(state.gpu_types)}
+        out: dict[int, dict[int, int]] = {}
+        for i, j in enumerate(state.jobs):
+            if len(j.previous_gpus) == j.scale_factor:
+                c: dict[int, int] = {}
+                for g in j.previous_gpus:
+                    r = index[state.cluster.gpu_type_of[g]]
+                    c[r] = c.get(r, 0) + 1
+                out[i] = c
+        return out

@@ -1,0 +1,145 @@
+"""Hadar's dual side: exponential per-type prices and the dual subroutine.
+
+Prices are per GPU type. While a round is being packed, the price of the
+next free GPU of type r, when ``taken`` of its ``C_r`` GPUs are already
+promised, is ``p_r = L * (U / L) ** (steepness * taken / C_r)`` (spec
+section 3.2; ``steepness`` = 1 is the textbook online primal-dual curve).
+
+The dual subroutine (spec section 3.3) is a job's best response: the
+``W`` GPUs (as counts per type) that maximize utility minus the prices
+paid. With the ``sync`` rate model a mixed placement runs at its slowest
+type's pace, so for every candidate slowest type ``s`` it takes the ``W``
+cheapest free GPUs among types at least as fast as ``s`` for this job;
+with ``additive`` every GPU adds its own share, so it takes the ``W`` GPUs
+with the largest (utility share - price). Types where the job's
+throughput is zero are never used. Cost O(types^2 x W) per job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class PriceBook:
+    """Per-type GPU prices that rise as a round fills up.
+
+    ``capacity[r]`` GPUs of type r exist, ``free[r]`` are still unpromised
+    (capacity - free are taken by earlier placements, and a GPU that is
+    busy for another reason simply starts out not free).
+    """
+
+    __slots__ = ("_curve", "capacity", "free")
+
+    def __init__(self, capacity: np.ndarray, low: float, high: float, steepness: float = 1.0) -> None:
+        self.capacity = np.asarray(capacity, dtype=int)
+        self.free = self.capacity.copy()
+        low = max(float(low), 1e-300)
+        ratio = max(float(high) / low, 1.0)
+        # _curve[r][i] = price of the (i+1)-th GPU taken of type r
+        self._curve = [low * ratio ** (steepness * np.arange(c) / max(c, 1)) for c in self.capacity]
+
+    def price(self, r: int, nth: int = 0) -> float:
+        """Price of the ``nth`` next GPU of type r (0 = the next one); inf if none is left."""
+        taken = self.capacity[r] - self.free[r] + nth
+        return float(self._curve[r][taken]) if nth < self.free[r] else float("inf")
+
+    def take(self, counts: dict[int, int]) -> None:
+        for r, k in counts.items():
+            if k > self.free[r]:
+                raise ValueError(f"type {r}: taking {k} GPUs but only {self.free[r]} free")
+            self.free[r] -= k
+
+
+def price_curve(low: float, high: float, fraction: float, steepness: float = 1.0) -> float:
+    """The exponential price ``L * (U/L) ** (steepness * f)`` for a type that is ``fraction`` full."""
+    return low * max(high / low, 1.0) ** (steepness * fraction)
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """A job's best response: GPUs per type (type index -> count), its utility and total price."""
+
+    counts: dict[int, int]
+    utility: float
+    cost: float
+
+    @property
+    def payoff(self) -> float:
+        return self.utility - self.cost
+
+
+def _cheapest(book: PriceBook, allowed: list[int], w: int, free: np.ndarray | None = None,
+              prefer: np.ndarray | None = None) -> tuple[dict[int, int], float] | None:
+    """The ``w`` cheapest free GPUs among ``allowed`` types (counts, total price); ties go to ``prefer`` order."""
+    avail = book.free if free is None else free
+    if sum(int(avail[r]) for r in allowed) < w:
+        return None
+    counts: dict[int, int] = {}
+    cost = 0.0
+    order = allowed if prefer is None else sorted(allowed, key=lambda r: -prefer[r])
+    for _ in range(w):
+        best_r, best_p = -1, float("inf")
+        for r in order:
+            k = counts.get(r, 0)
+            if k >= avail[r]:
+                continue
+            p = book.price(r, k)
+            if p < best_p:
+                best_r, best_p = r, p
+        counts[best_r] = counts.get(best_r, 0) + 1
+        cost += best_p
+    return counts, cost
+
+
+def best_offer(book: PriceBook, rates: np.ndarray, value: np.ndarray, w: int, *, rate_model: str = "sync",
+               free: np.ndarray | None = None) -> Offer | None:
+    """Best response of one job to the current prices.
+
+    ``rates[r]``: the job's whole-job steps/s on W GPUs of type r (0 = cannot
+    run there); ``value[r]``: its utility when its slowest type is r (sync)
+    or when all W tasks sit on type r (additive: each task earns value/W).
+    ``free`` overrides the book's free counts (e.g. GPUs left for a fill
+    pass). None when no feasible placement exists.
+    """
+    types = [r for r in range(len(rates)) if rates[r] > 0]
+    if not types:
+        return None
+    if rate_model == "additive":
+        return _best_additive(book, types, value, w, free)
+    best: Offer | None = None
+    for s in types:  # candidate slowest type
+        allowed = [r for r in types if rates[r] >= rates[s]]
+        got = _cheapest(book, allowed, w, free, prefer=rates)
+        if got is None:
+            continue
+        counts, cost = got
+        slowest = min(counts, key=lambda r: rates[r])
+        offer = Offer(counts, float(value[slowest]), cost)
+        if best is None or offer.payoff > best.payoff + 1e-15:
+            best = offer
+    return best
+
+
+def _best_additive(book: PriceBook, types: list[int], value: np.ndarray, w: int,
+                   free: np.ndarray | None) -> Offer | None:
+    avail = book.free if free is None else free
+    if sum(int(avail[r]) for r in types) < w:
+        return None
+    counts: dict[int, int] = {}
+    utility = cost = 0.0
+    for _ in range(w):
+        best_r, best_gain, best_p = -1, -float("inf"), 0.0
+        for r in types:
+            k = counts.get(r, 0)
+            if k >= avail[r]:
+                continue
+            p = book.price(r, k)
+            gain = value[r] / w - p
+            if gain > best_gain:
+                best_r, best_gain, best_p = r, gain, p
+        counts[best_r] = counts.get(best_r, 0) + 1
+        utility += value[best_r] / w
+        cost += best_p
+    return Offer(counts, utility, cost)
