@@ -12,6 +12,9 @@ Gavel's published simulator: re-solve only if something changed AND at
 least ``resolve_gap_s`` (1,920 s) passed since the last re-solve, or the
 last one happened at t = 0; with every job arrived and an empty round, a
 re-solve is forced (Gavel's stall breaker).
+A policy with ``resolve_every_round = True`` (Hadar, YARN-CS: cheap,
+per-round decisions that must see every arrival and completion) is
+re-solved at every round boundary in both modes.
 """
 
 from __future__ import annotations
@@ -128,9 +131,11 @@ class Engine:
 
     def _maybe_resolve(self, now: float) -> None:
         ledger = self.ledger
-        if not ledger.need_update:
+        every_round = getattr(self.policy, "resolve_every_round", False)  # Hadar, YARN-CS: no cadence rule
+        if not every_round and not ledger.need_update:
             return
-        if self.gavel_compat and not (now - ledger.last_reset_s >= self.resolve_gap_s or ledger.last_reset_s == 0):
+        if (not every_round and self.gavel_compat
+                and not (now - ledger.last_reset_s >= self.resolve_gap_s or ledger.last_reset_s == 0)):
             return
         ledger.reset_counters(now, self.allocation)
         t0 = elapsed_s()

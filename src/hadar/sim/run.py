@@ -13,6 +13,7 @@ from hadar.engine import Engine, RunStats
 from hadar.errors import InfeasibleError, InputError
 from hadar.mechanism.ledger import JobLedger
 from hadar.mechanism.rounds import GavelRoundPlanner
+from hadar.metrics.bound import bound_summary
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
@@ -65,8 +66,13 @@ def make_planner(policy: Policy, cluster: Cluster, seed: int) -> Any:
 def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: ThroughputTable, policy: str | Policy, *,
              round_s: float = 360.0, seed: int = 0, gavel_compat: bool = False, window: tuple[int, int] | None = None,
              limit: int | None = None, record_events: bool = False, progress: Any = None,
-             policy_kwargs: dict[str, Any] | None = None) -> SimResult:
-    """Run ``policy`` on the workload; returns the summary and per-job rows of measured jobs."""
+             policy_kwargs: dict[str, Any] | None = None, rate_model: str | None = None) -> SimResult:
+    """Run ``policy`` on the workload; returns the summary and per-job rows of measured jobs.
+
+    ``rate_model`` (``sync`` or ``additive``) is how the executor paces a
+    lease spanning GPU types; default: the policy's own ``rate_model``, else sync.
+    The summary carries the limits of spec/hadar.md section 5 (metrics/bound.py).
+    """
     if round_s <= 0:
         raise InputError(f"round length must be positive, got {round_s}")
     pol = create(policy, **(policy_kwargs or {})) if isinstance(policy, str) else policy
@@ -78,13 +84,17 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     workload = Workload(source, window=window, limit=limit)
     ledger = JobLedger(cluster, table, round_s)
     events: list[dict[str, Any]] = []
-    engine = Engine(pol, make_planner(pol, cluster, seed), SimulatedExecutor(cluster, table), VirtualClock(),
+    executor = SimulatedExecutor(cluster, table, rate_model or getattr(pol, "rate_model", "sync"))
+    engine = Engine(pol, make_planner(pol, cluster, seed), executor, VirtualClock(),
                     ledger, gavel_compat=gavel_compat, on_event=events.append if record_events else None,
                     on_progress=progress)
     stats = engine.run(workload)
     measured = {j.job_id for j in workload.jobs if workload.measured(j.job_id)}
     rows = job_rows(ledger, measured)
     summary = summarize(ledger, rows, policy=pol.name, wall_s=stats.wall_s)
+    summary.update(bound_summary([j for j in workload.jobs if j.job_id in measured], cluster, table,
+                                 avg_jct_s=summary["avg_jct_s"], makespan_s=summary["makespan_s"],
+                                 start_s=ledger.first_arrival_s))
     summary["decision_s_per_round"] = (sum(stats.per_round_decision_s) / len(stats.per_round_decision_s)
                                        if stats.per_round_decision_s else 0.0)
     summary["solve_s_total"] = stats.solve_s
