@@ -21,6 +21,19 @@ from hadar.model.throughput import ThroughputTable
 DONE_EPS = 1e-6
 
 
+@dataclass(frozen=True, slots=True)
+class CopyRound:
+    """The job tracker's record of one copy in one round (copy 0 = the job itself)."""
+
+    round: int
+    copy: int
+    node: int
+    gpu_type: str
+    gpus: int
+    steps: float
+    failed: bool = False
+
+
 @dataclass(slots=True)
 class JobRecord:
     """Mutable per-job bookkeeping (private to the ledger and its readers)."""
@@ -37,15 +50,18 @@ class JobRecord:
     rounds_run: int = 0
     restarts: int = 0
     steps_by_type: dict[str, float] = field(default_factory=dict)
+    copies: list[CopyRound] = field(default_factory=list)  # job tracker: per round, per copy
 
 
 class JobLedger:
     """Bookkeeping for one run. ``round_s`` seeds Gavel's counters with round/2."""
 
-    def __init__(self, cluster: Cluster, table: ThroughputTable, round_s: float) -> None:
+    def __init__(self, cluster: Cluster, table: ThroughputTable, round_s: float, *,
+                 track_copies: bool = True) -> None:
         self.cluster = cluster
         self.table = table
         self.round_s = float(round_s)
+        self.track_copies = track_copies  # keep the per-round, per-copy job-tracker log
         self.types = cluster.gpu_types
         self._type_index = [self.types.index(t) for t in cluster.gpu_type_of]  # GPU id -> type index
         self.records: dict[int, JobRecord] = {}
@@ -123,6 +139,10 @@ class JobLedger:
             for g in res.gpus:
                 self.gpu_busy_s[g] += busy
             ran.setdefault(res.job_id, []).extend(res.gpus)
+            g0 = res.gpus[0] if res.gpus else 0
+            if self.track_copies:
+                rec.copies.append(CopyRound(self.rounds, res.copy, self.cluster.node_of[g0],
+                                            self.cluster.gpu_type_of[g0], len(res.gpus), res.steps, res.failed))
             if res.failed:
                 continue
             if rec.first_start_s is None:

@@ -56,17 +56,40 @@ class SimulatedExecutor:
         return sum(n * self.table.get(lease.job_type, w, t) / w for t, n in types.items())
 
     def run_round(self, plan: RoundPlan) -> RoundReport:
-        results = []
-        end = plan.start_s
+        by_job: dict[int, list[Lease]] = {}
         for lease in plan.leases:
-            rate = self.rate(lease)
-            if rate <= 0:
-                results.append(LeaseResult(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s))
-                continue
-            steps = min(math.floor(rate * plan.duration_s), lease.max_steps)
-            if steps <= 0:
-                steps = min(rate * plan.duration_s, lease.max_steps)
-            finish = plan.start_s + steps / rate
-            end = max(end, finish)
-            results.append(LeaseResult(lease.job_id, lease.copy, lease.gpus, float(steps), finish))
+            by_job.setdefault(lease.job_id, []).append(lease)
+        results: list[LeaseResult] = []
+        for leases in by_job.values():
+            if len(leases) == 1:
+                results.append(self._run_one(leases[0], plan))
+            else:
+                results.extend(self._run_copies(leases, plan))
+        end = max((r.end_s for r in results), default=plan.start_s)
         return RoundReport(plan.start_s, end, tuple(results))
+
+    def _run_one(self, lease: Lease, plan: RoundPlan) -> LeaseResult:
+        rate = self.rate(lease)
+        if rate <= 0:
+            return LeaseResult(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s)
+        steps = min(math.floor(rate * plan.duration_s), lease.max_steps)
+        if steps <= 0:
+            steps = min(rate * plan.duration_s, lease.max_steps)
+        return LeaseResult(lease.job_id, lease.copy, lease.gpus, float(steps), plan.start_s + steps / rate)
+
+    def _run_copies(self, leases: list[Lease], plan: RoundPlan) -> list[LeaseResult]:
+        """Forked copies of one job (HadarE) share its remaining steps.
+
+        Each copy runs at its own rate; if together they can do more than the
+        job has left, all stop when the sum reaches it (the job tracker sees
+        the job finish), at ``start + remaining / sum(rates)``.
+        """
+        rates = [self.rate(lease) for lease in leases]
+        remaining = min(lease.max_steps for lease in leases)
+        full = [math.floor(r * plan.duration_s) for r in rates]
+        if sum(full) <= remaining:
+            return [LeaseResult(lease.job_id, lease.copy, lease.gpus, float(n), plan.start_s + (n / r if r > 0 else 0))
+                    for lease, r, n in zip(leases, rates, full)]
+        t = remaining / sum(rates)
+        return [LeaseResult(lease.job_id, lease.copy, lease.gpus, r * t, plan.start_s + (t if r > 0 else 0.0))
+                for lease, r in zip(leases, rates)]

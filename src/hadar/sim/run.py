@@ -82,7 +82,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     else:
         validate_jobs([], cluster, table, spans_types=spans)
     workload = Workload(source, window=window, limit=limit)
-    ledger = JobLedger(cluster, table, round_s)
+    ledger = JobLedger(cluster, table, round_s, track_copies=record_events or getattr(pol, "forks", False))
     events: list[dict[str, Any]] = []
     executor = SimulatedExecutor(cluster, table, rate_model or getattr(pol, "rate_model", "sync"))
     engine = Engine(pol, make_planner(pol, cluster, seed), executor, VirtualClock(),

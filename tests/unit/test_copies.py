@@ -1,0 +1,46 @@
+"""Forked copies (HadarE): progress adds over copies; the job ends when the sum reaches its steps."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hadar.config import parse_cluster
+from hadar.mechanism.ledger import JobLedger
+from hadar.model.plan import Lease, RoundPlan
+from hadar.sim.executor import SimulatedExecutor
+from tests.helpers import job
+
+R18 = "ResNet-18 (batch size 64)"
+
+
+def copies_plan(ledger, now, gpus_per_copy):
+    rec = ledger.active[0]
+    leases = tuple(Lease(0, R18, 4, gpus, rec.remaining, copy=c) for c, gpus in enumerate(gpus_per_copy))
+    return RoundPlan(now, 360.0, leases)
+
+
+def test_progress_is_sum_of_copies_and_finish_is_exact(table):
+    cluster = parse_cluster("v100=2,k80=2", gpus_per_node=2)  # node 0: 2 x v100, node 1: 2 x k80
+    ledger = JobLedger(cluster, table, 360.0)
+    r_v, r_k = table.get(R18, 2, "v100"), table.get(R18, 2, "k80")
+    total = 1.5 * 360 * (r_v + r_k)  # needs 1.5 rounds with both copies
+    ledger.add(job(0, job_type=R18, sf=4, steps=total))
+    ex = SimulatedExecutor(cluster, table)
+    plan = copies_plan(ledger, 0.0, [(0, 1), (2, 3)])
+    report = ex.run_round(plan)
+    ledger.apply(plan, report)
+    rec = ledger.records[0]
+    done_first = sum(r.steps for r in report.results)
+    assert done_first == pytest.approx(math.floor(360 * r_v) + math.floor(360 * r_k))
+    assert rec.remaining == pytest.approx(total - done_first)
+    assert [(c.copy, c.node, c.gpu_type, c.gpus) for c in rec.copies] == [(0, 0, "v100", 2), (1, 1, "k80", 2)]
+    start = report.end_s
+    plan = copies_plan(ledger, start, [(0, 1), (2, 3)])
+    report = ex.run_round(plan)
+    finished = ledger.apply(plan, report)
+    assert finished == [0]
+    assert sum(c.steps for c in rec.copies) == pytest.approx(total)
+    assert rec.finish_s == pytest.approx(start + (total - done_first) / (r_v + r_k))
+    assert all(r.end_s == pytest.approx(rec.finish_s) for r in report.results)
