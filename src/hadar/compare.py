@@ -1,0 +1,156 @@
+"""``hadar compare``: several policies on the identical workload, side by side.
+
+Prints one table (avg and p99 JCT, TTD, utilization, queuing delay, FTF
+mean/max, stretch and TTD over their physical limits, and each policy's
+ratios to the baseline); ``--json`` prints one object whose ``results``
+list holds, per policy, the same keys as ``simulate --json`` plus the
+ratios; ``--out DIR`` also writes each run's files and the plots (JCT CDF,
+utilization over time, placement timelines for small runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from hadar.errors import InputError
+
+DEFAULT_POLICIES = "hadar,max_min_fairness_perf,yarn_cs"
+RATIO_KEYS = {"avg_jct_s": "jct_vs_baseline", "makespan_s": "ttd_vs_baseline",
+              "avg_queuing_delay_s": "queuing_vs_baseline", "ftf_mean": "ftf_mean_vs_baseline"}
+
+
+def add_parser(sub: Any) -> None:
+    from hadar.cli_simulate import add_output_args, add_workload_args
+
+    p = sub.add_parser("compare", help="run several policies on the same workload and compare them",
+                       description="Run every policy on the identical workload and cluster; print one table "
+                       "with the physical limits (spec/hadar.md section 5) and ratios to the baseline.")
+    add_workload_args(p)
+    p.add_argument("--policies", default=DEFAULT_POLICIES,
+                   help=f"comma-separated policy names (default {DEFAULT_POLICIES})")
+    p.add_argument("--baseline", help="policy the ratios are taken against (default: max_min_fairness_perf if "
+                   "listed, else the first policy)")
+    p.add_argument("--no-ftf", action="store_true", help="skip the `isolated` run that finish-time fairness needs")
+    add_output_args(p)
+    p.set_defaults(func=run_compare)
+
+
+def _policies(args: argparse.Namespace) -> tuple[list[str], str]:
+    from hadar.policies import available
+
+    names = [n.strip() for n in args.policies.split(",") if n.strip()]
+    if not names:
+        raise InputError("--policies needs at least one policy name")
+    known = set(available())
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InputError(f"unknown policy {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    if len(set(names)) != len(names):
+        raise InputError("--policies lists a policy twice")
+    baseline = args.baseline or ("max_min_fairness_perf" if "max_min_fairness_perf" in names else names[0])
+    if baseline not in names:
+        raise InputError(f"--baseline {baseline!r} is not among --policies ({', '.join(names)})")
+    return names, baseline
+
+
+def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run every policy; returns (summaries with ratios, per-policy SimResults)."""
+    from hadar.cli_simulate import load_inputs, progress_bar
+    from hadar.metrics.summary import ftf
+    from hadar.policies import available
+    from hadar.sim.run import simulate
+
+    names, baseline = _policies(args)
+    want_ftf = not args.no_ftf and "isolated" in available()
+    runs: dict[str, Any] = {}
+    for name in names + (["isolated"] if want_ftf and "isolated" not in names else []):
+        source, cluster, table, kwargs = load_inputs(args)  # a fresh, identical workload per policy
+        total = len(source) if isinstance(source, list) else (kwargs["window"][1] - kwargs["window"][0])
+        with progress_bar(total, name, args.no_progress) as bar:
+            runs[name] = simulate(source, cluster, table, name, record_events=args.out is not None,
+                                  progress=bar.update, **kwargs)
+    results = []
+    for name in names:
+        s = dict(runs[name].summary)
+        s.update(ftf(runs[name].rows, runs["isolated"].rows) if want_ftf else {"ftf_mean": None, "ftf_max": None})
+        results.append(s)
+    base = next(r for r in results if r["policy"] == baseline)
+    for r in results:
+        for key, ratio in RATIO_KEYS.items():
+            r[ratio] = r[key] / base[key] if r.get(key) is not None and base.get(key) else None
+    return results, runs
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from hadar.cli import emit_json
+    from hadar.config import parse_cluster
+
+    results, runs = compare(args)
+    _, baseline = _policies(args)
+    workload = args.trace or ("generated" if args.generate else "max_min_fairness")
+    written: list[Path] = []
+    if args.out is not None:
+        written = write_compare_outputs(args.out, results, runs, parse_cluster(args.cluster, args.gpus_per_node))
+    if args.json:
+        emit_json({"workload": workload, "cluster": args.cluster, "baseline": baseline,
+                   "gavel_compat": args.gavel_compat, "results": results,
+                   "outputs": [str(p) for p in written]})
+        return 0
+    print(f"workload {workload} on {args.cluster}, {'--gavel-compat' if args.gavel_compat else 'default'} "
+          f"re-solve cadence, baseline {baseline}")
+    print(format_table(results))
+    b = results[0]
+    print(f"limits: JCT bound {b['jct_bound_s'] / 3600:.2f} h, TTD bound {b['ttd_bound_s'] / 3600:.2f} h")
+    for p in written:
+        print(f"wrote {p}")
+    return 0
+
+
+COLUMNS = (("policy", "policy", None), ("avg JCT h", "avg_jct_s", 3600), ("p99 JCT h", "p99_jct_s", 3600),
+           ("TTD h", "makespan_s", 3600), ("util", "utilization", 1), ("queue h", "avg_queuing_delay_s", 3600),
+           ("FTF mean", "ftf_mean", 1), ("FTF max", "ftf_max", 1), ("stretch", "stretch", 1),
+           ("TTD/bound", "ttd_over_bound", 1), ("JCT/base", "jct_vs_baseline", 1),
+           ("TTD/base", "ttd_vs_baseline", 1), ("queue/base", "queuing_vs_baseline", 1))
+
+
+def format_table(results: list[dict[str, Any]]) -> str:
+    """A fixed-width text table, one row per policy."""
+    head = [c[0] for c in COLUMNS]
+    rows = []
+    for r in results:
+        row = []
+        for _, key, div in COLUMNS:
+            v = r.get(key)
+            row.append(str(v) if div is None else ("-" if v is None else f"{v / div:.3f}"))
+        rows.append(row)
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(head, widths)))]
+    for row in rows:
+        lines.append("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))))
+    return "\n".join(lines)
+
+
+def write_compare_outputs(out: Path, results: list[dict[str, Any]], runs: dict[str, Any], cluster: Any) -> list[Path]:
+    """Per policy: DIR/<policy>/{summary.json,jobs.csv,events.jsonl}; plots and compare.json in DIR."""
+    import json
+
+    from hadar.metrics import plots
+    from hadar.sim.run import write_outputs
+
+    out.mkdir(parents=True, exist_ok=True)
+    names = [r["policy"] for r in results]
+    for name in names:
+        write_outputs(runs[name], out / name)
+    (out / "compare.json").write_text(json.dumps({"results": results}, indent=2) + "\n")
+    written = [out / "compare.json"]
+    written.append(plots.jct_cdf({n: [row.jct_s for row in runs[n].rows] for n in names}, out / "jct_cdf.png"))
+    written.append(plots.utilization({n: plots.utilization_series(runs[n].events, cluster.num_gpus) for n in names},
+                                     out / "utilization.png"))
+    labels = [f"{g}:{t}" for g, t in enumerate(cluster.gpu_type_of)]
+    for n in names:
+        p = plots.placement_timeline(runs[n].events, labels, out / f"placement_{n}.png", title=f"placement: {n}")
+        if p is not None:
+            written.append(p)
+    return written

@@ -1,0 +1,96 @@
+"""Plots rendered from run results (per-job rows and the round event log), never from live objects.
+
+- ``jct_cdf``: CDF of job completion times, one line per policy;
+- ``utilization``: busy GPUs / all GPUs per round, one line per policy;
+- ``placement_timeline``: which job ran on which GPU, round by round (small runs).
+
+matplotlib is imported lazily with the non-interactive Agg backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: placement timelines are drawn only up to this many GPUs and rounds (beyond, they are unreadable)
+TIMELINE_MAX_GPUS = 64
+TIMELINE_MAX_ROUNDS = 400
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def utilization_series(events: Sequence[Mapping[str, Any]], num_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """(round start times in s, fraction of GPUs leased) from ``round`` events."""
+    rounds = [e for e in events if e.get("event") == "round"]
+    t = np.array([e["t"] for e in rounds], dtype=float)
+    busy = np.array([sum(len(lease[2]) for lease in e["leases"]) for e in rounds], dtype=float)
+    return t, busy / max(num_gpus, 1)
+
+
+def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path) -> Path:
+    """One CDF line per policy; JCTs in seconds, plotted in hours."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, values in jcts.items():
+        v = np.sort(np.asarray([x for x in values if x is not None], dtype=float)) / 3600.0
+        if v.size:
+            ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=name)
+    ax.set_xlabel("job completion time (h)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_xscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def utilization(series: Mapping[str, tuple[np.ndarray, np.ndarray]], path: Path) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for name, (t, u) in series.items():
+        ax.step(t / 3600.0, u, where="post", label=name, lw=1)
+    ax.set_xlabel("time (h)")
+    ax.set_ylabel("GPUs leased / all GPUs")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def placement_timeline(events: Sequence[Mapping[str, Any]], gpu_labels: Sequence[str], path: Path,
+                       title: str = "") -> Path | None:
+    """GPU x time chart, one colour per job; None when the run is too large to draw legibly."""
+    rounds = [e for e in events if e.get("event") == "round"]
+    if len(gpu_labels) > TIMELINE_MAX_GPUS or len(rounds) > TIMELINE_MAX_ROUNDS or not rounds:
+        return None
+    plt = _plt()
+    cmap = plt.get_cmap("tab20")
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.18 * len(gpu_labels) + 1)))
+    for e in rounds:
+        start, width = e["t"] / 3600.0, max(e["end"] - e["t"], 0.0) / 3600.0
+        for job_id, _copy, gpus, _ext in e["leases"]:
+            for g in gpus:
+                ax.broken_barh([(start, width)], (g - 0.4, 0.8), color=cmap(job_id % 20), lw=0)
+    ax.set_yticks(range(len(gpu_labels)))
+    ax.set_yticklabels(gpu_labels, fontsize=6)
+    ax.set_xlabel("time (h)")
+    ax.set_title(title or "placement (colour = job id mod 20)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
