@@ -111,7 +111,9 @@ class HadarPolicy:
         if live.size == 0:
             return {}
         book = PriceBook(cap, float(live.min()), float(live.max()), self.steepness)
-        order = np.argsort(-per_gpu, kind="stable")
+        srt = np.sort(value, axis=1)
+        regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
+        order = np.lexsort((-regret, -per_gpu))  # ties: who loses most without its best type goes first
         if self.guard is not None:
             order, value = self._guarded_first(state, x, value, order, horizon)
         prev_counts = self._previous_counts(state)
