@@ -80,7 +80,11 @@ class HadarPolicy:
         value = np.where(x > 0, value, 0.0)
         horizon = None
         if self.guard is not None:
-            horizon = min_time_lp(x / scale[:, None], state.remaining_steps(), state.cluster)[0]
+            best = np.where(x.max(axis=1) > 0, x.max(axis=1), 1.0)
+            t_rem = state.remaining_steps() / best
+            # the LP horizon is at least the best-type GPU-time over all GPUs: skip the LP when no job can be hot
+            if t_rem.max() >= self.guard * float((t_rem * scale).sum()) / state.cluster.num_gpus:
+                horizon = min_time_lp(x / scale[:, None], state.remaining_steps(), state.cluster)[0]
         counts = self._pack(state, x, value, scale.astype(int), horizon)
         prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
         placement = assign_gpus(state.cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()}
@@ -114,7 +118,7 @@ class HadarPolicy:
         srt = np.sort(value, axis=1)
         regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
         order = np.lexsort((-regret, -per_gpu))  # ties: who loses most without its best type goes first
-        if self.guard is not None:
+        if horizon is not None:
             order, value = self._guarded_first(state, x, value, order, horizon)
         prev_counts = self._previous_counts(state)
         discount = 1.0 - min(self.restart_s / state.round_s, 1.0)
