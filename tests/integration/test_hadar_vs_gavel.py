@@ -1,0 +1,63 @@
+"""Hadar against Gavel's LAS on the paper's 96-job trace (8:16:24), and the `compare` command.
+
+Checks what holds today (see README): lower avg JCT and TTD than LAS, TTD
+within 1.05x of the bound, FTF mean no worse than 5% over LAS's, and
+YARN-CS far behind. Runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hadar.config import parse_cluster
+from hadar.policies import available
+from hadar.sim.run import simulate
+from hadar.sim.trace import read_jobs
+
+pytestmark = pytest.mark.skipif("max_min_fairness_perf" not in available(), reason="Gavel's LAS not registered")
+
+
+@pytest.fixture(scope="module")
+def runs(table):
+    jobs, cluster = read_jobs("max_min_fairness"), parse_cluster("8:16:24")
+    return {p: simulate(jobs, cluster, table, p).summary for p in ("hadar", "max_min_fairness_perf", "yarn_cs")}
+
+
+def test_hadar_beats_las_on_jct_and_ttd(runs) -> None:
+    h, las = runs["hadar"], runs["max_min_fairness_perf"]
+    assert h["avg_jct_s"] < las["avg_jct_s"]
+    assert h["makespan_s"] <= las["makespan_s"]
+    assert h["ttd_over_bound"] <= 1.05
+    assert h["stretch"] >= 1.0
+
+
+def test_yarn_is_far_behind(runs) -> None:
+    assert runs["yarn_cs"]["avg_jct_s"] >= 1.5 * runs["hadar"]["avg_jct_s"]
+
+
+def test_compare_json_has_one_result_per_policy(tmp_path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "hadar.cli", "compare", "--trace", "small_test", "--cluster", "4:4:4",
+                           "--policies", "hadar,yarn_cs,max_min_fairness_perf", "--json", "--no-progress",
+                           "--out", str(tmp_path)], check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert [r["policy"] for r in out["results"]] == ["hadar", "yarn_cs", "max_min_fairness_perf"]
+    base = out["results"][2]
+    assert base["jct_vs_baseline"] == pytest.approx(1.0)
+    for r in out["results"]:
+        for key in ("avg_jct_s", "p99_jct_s", "makespan_s", "utilization", "avg_queuing_delay_s", "ftf_mean",
+                    "ftf_max", "stretch", "ttd_over_bound", "jct_bound_s", "ttd_bound_s"):
+            assert key in r
+    for name in ("jct_cdf.png", "utilization.png", "placement_hadar.png", "compare.json"):
+        assert (tmp_path / name).is_file()
+
+
+def test_compare_rejects_unknown_policy() -> None:
+    proc = subprocess.run([sys.executable, "-m", "hadar.cli", "compare", "--policies", "hadar,nope", "--no-progress"],
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("hadar: error: unknown policy 'nope'") and len(proc.stderr.splitlines()) == 1
