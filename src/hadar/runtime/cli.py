@@ -1,0 +1,144 @@
+"""``hadar run``: train real PyTorch jobs on Ray under any registered policy."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from hadar.errors import InputError
+
+DEFAULT_POLICY = "max_min_fairness_perf"
+MAX_EMULATED_GPUS = 16  # one torch process per GPU on this machine
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("run", help="train real PyTorch jobs on a Ray cluster under a policy",
+                       description="Physical mode: the same scheduler as `simulate` drives real training on Ray. "
+                       "With no files: a demo of 6 jobs (4 model families, one 2-GPU job) on an emulated "
+                       "3-node cluster (2 V100, 1 P100, 1 K80) on this machine. GPU speeds are EMULATED on "
+                       "the CPU unless --address names a cluster with real GPUs.")
+    p.add_argument("--cluster", help="cluster file (YAML/JSON nodes) or shorthand (v100=2,k80=1); "
+                   "default: the demo cluster; with --address: detected from the Ray nodes")
+    p.add_argument("--gpus-per-node", type=int, default=1, help="GPUs per node for the shorthands (default 1)")
+    p.add_argument("--jobs", help="job list (.yaml/.json/.csv/.trace) with runtime job types "
+                   "(resnet, lstm, transformer, recoder or full names); default: the demo jobs")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"policy name (see `hadar policies`; default {DEFAULT_POLICY})")
+    p.add_argument("--round-s", type=float, default=10.0, help="round length in seconds (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of models, data and planner (default 0)")
+    p.add_argument("--throughputs", help="starting throughput table (Gavel JSON, e.g. a previous run's "
+                   "throughputs.json); default: calibrate here x Gavel's per-type ratios")
+    p.add_argument("--address", help="join an existing Ray cluster (ray://... or HOST:PORT) instead of starting one")
+    p.add_argument("--dashboard", nargs="?", const="127.0.0.1", metavar="HOST",
+                   help="start Ray's dashboard (local cluster only), on 127.0.0.1 unless HOST is given")
+    p.add_argument("--checkpoint-dir", type=Path, help="where job checkpoints go (shared storage on a multi-node "
+                   "cluster); default: DIR/checkpoints with --out, else a temporary folder")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p.add_argument("--out", type=Path, help="write summary.json, jobs.csv, events.jsonl and throughputs.json here")
+    p.add_argument("--no-progress", action="store_true", help="no live progress on stderr")
+    p.set_defaults(func=main)
+
+
+def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from hadar.config import parse_cluster
+    from hadar.model.throughput import ThroughputTable
+    from hadar.runtime.demo import demo_cluster, demo_jobs
+    from hadar.runtime.run import resolve_jobs
+    from hadar.sim.trace import read_jobs
+
+    if args.round_s <= 0:
+        raise InputError(f"--round-s must be positive, got {args.round_s}")
+    if args.dashboard and args.address:
+        raise InputError("--dashboard applies to the local cluster only; an existing cluster has its own")
+    cluster = parse_cluster(args.cluster, args.gpus_per_node) if args.cluster else (
+        None if args.address else demo_cluster())
+    if cluster is not None and args.address is None and cluster.num_gpus > MAX_EMULATED_GPUS:
+        raise InputError(f"an emulated cluster runs one training process per GPU on this machine; "
+                         f"{cluster.num_gpus} GPUs is more than {MAX_EMULATED_GPUS}")
+    jobs = resolve_jobs(read_jobs(args.jobs)) if args.jobs else demo_jobs()
+    table = ThroughputTable.load(args.throughputs) if args.throughputs else None
+    return cluster, jobs, table
+
+
+class _Progress:
+    """One line per round on stderr: round, jobs running, jobs done (overwritten on a terminal)."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total, self.enabled = total, enabled
+        self.done = 0
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, e: dict[str, Any]) -> None:
+        if e["event"] == "finish":
+            self.done += 1
+        if not self.enabled:
+            return
+        if e["event"] == "round":
+            line = (f"round {e.get('round', '?'):>3}  t={e['end']:7.1f}s  running {len(e['leases'])}  "
+                    f"done {self.done}/{self.total}")
+            sys.stderr.write(("\r" + line) if self.tty else line + "\n")
+        elif e["event"] == "lease_failed":
+            sys.stderr.write(f"{chr(10) if self.tty else ''}lease of job {e['job']} failed: {e['error']}\n")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            sys.stderr.write("\n")
+
+
+def main(args: argparse.Namespace) -> int:
+    from hadar.cli import emit_json
+    from hadar.cli_simulate import format_summary
+    from hadar.runtime.run import quality_rows, run, write_outputs
+
+    cluster, jobs, table = _inputs(args)
+    _check_runtime_deps()
+    progress = _Progress(len(jobs), not args.no_progress)
+    rounds = [0]
+
+    def on_event(e: dict[str, Any]) -> None:
+        if e["event"] == "round":
+            rounds[0] += 1
+            e = {**e, "round": rounds[0]}
+        progress(e)
+
+    ckpt = args.checkpoint_dir or (args.out / "checkpoints" if args.out else None)
+    try:
+        result = run(jobs, cluster, args.policy, round_s=args.round_s, address=args.address, seed=args.seed,
+                     checkpoint_dir=ckpt, throughputs=table, dashboard_host=args.dashboard, on_event=on_event)
+    finally:
+        progress.close()
+    if args.out is not None:
+        write_outputs(result, args.out)
+    quality = quality_rows(result)
+    if args.json:
+        emit_json({**result.summary, "quality": quality})
+        return 0
+    where = args.address or "local Ray, emulated GPUs"
+    print(format_summary(result.summary, cluster=args.cluster or ("detected" if args.address else "demo"),
+                         workload=args.jobs or "demo", ray=where))
+    print()
+    print(f"{'job':>4}  {'type':<32} {'metric':<11} {'untrained':>10} {'final':>10}  restores")
+    for q in quality:
+        print(f"{q['job_id']:>4}  {q['job_type']:<32} {q['metric']:<11} {_num(q['initial']):>10} "
+              f"{_num(q['final']):>10}  {q['restores']}")
+    if args.out is not None:
+        print(f"wrote {args.out}/summary.json, jobs.csv, events.jsonl, throughputs.json; checkpoints in {ckpt}")
+    return 0
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _check_runtime_deps() -> None:
+    missing = []
+    for mod in ("ray", "torch", "sklearn"):
+        try:
+            __import__(mod)
+        except ImportError:
+            missing.append(mod)
+    if missing:
+        raise InputError(f"`hadar run` needs the runtime extra ({', '.join(missing)} missing): "
+                         "pip install 'hadar[runtime]'")

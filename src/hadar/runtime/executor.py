@@ -1,0 +1,222 @@
+"""RayExecutor: runs a round's leases as real training on worker actors.
+
+The Engine calls ``run_round(plan)`` exactly as it calls the simulated
+executor. Per lease: give its workers a deadline (the round's end), let them
+train, checkpoint and report; the round ends when the last lease ends.
+Failures (a dead actor, an error, a lease past its deadline + grace) give
+``LeaseResult(failed=True, steps=0)``: the job resumes from its last
+checkpoint next round, and the ledger never counts work it could lose.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hadar.clock import Clock, elapsed_s
+from hadar.errors import InputError
+from hadar.model.cluster import Cluster
+from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
+from hadar.model.throughput import ThroughputTable
+from hadar.runtime import checkpoint, workloads
+from hadar.runtime.pool import WorkerPool
+from hadar.runtime.tracker import ThroughputTracker
+from hadar.runtime.worker import LeaseOutcome, LeaseSpec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class JobProgress:
+    """What the executor knows of one job: its checkpoint and model quality."""
+
+    checkpoint: Path
+    steps: float = 0.0  # table steps in its latest checkpoint
+    metric: str = ""
+    higher_is_better: bool = True
+    initial: float | None = None
+    final: float | None = None
+    restores: int = 0
+    failures: int = 0
+
+
+@dataclass(slots=True)
+class RoundStats:
+    """Per-round overhead (seconds of wall clock)."""
+
+    round: int
+    leases: int
+    dispatch_s: float = 0.0  # building specs + submitting (incl. process-group rendezvous)
+    restore_s: float = 0.0  # the slowest lease's restore (load + rebuild)
+    save_s: float = 0.0  # the slowest lease's checkpoint write
+    failed: int = 0
+    continued: int = 0  # leases that continued in memory (no restore)
+
+
+@dataclass(slots=True)
+class _Pending:
+    lease: Lease
+    refs: list[Any]
+    gens: list[int]
+    done_at: dict[int, float] = field(default_factory=dict)  # rank -> clock time
+    error: str = ""
+
+
+class RayExecutor:
+    """Executes round plans on a ``WorkerPool``.
+
+    ``speed(job_type, k, gpu_type)`` is the emulated speed factor (1.0 on
+    real GPUs). ``on_table`` receives the tracker's updated table after each
+    round (the runtime refreshes the ledger with it).
+    """
+
+    def __init__(self, cluster: Cluster, pool: WorkerPool, clock: Clock, *, checkpoint_dir: Path,
+                 speed: Callable[[str, int, str], float] | None = None, tracker: ThroughputTracker | None = None,
+                 on_table: Callable[[ThroughputTable], None] | None = None,
+                 on_event: Callable[[dict[str, Any]], None] | None = None,
+                 on_dispatch: Callable[[int, RoundPlan], None] | None = None,
+                 grace_s: float = 30.0, seed: int = 0) -> None:
+        self.cluster, self.pool, self.clock = cluster, pool, clock
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self.speed = speed or (lambda jt, k, t: 1.0)
+        self.tracker, self.on_table = tracker, on_table
+        self.on_event = on_event or (lambda e: None)
+        self.on_dispatch = on_dispatch
+        self.grace_s, self.seed = grace_s, seed
+        self.jobs: dict[int, JobProgress] = {}
+        self.rounds: list[RoundStats] = []
+
+    def job(self, job_id: int, job_type: str) -> JobProgress:
+        if job_id not in self.jobs:
+            wl = workloads.get(job_type)
+            self.jobs[job_id] = JobProgress(checkpoint.checkpoint_path(self.checkpoint_dir, job_id),
+                                            metric=wl.metric, higher_is_better=wl.higher_is_better)
+        return self.jobs[job_id]
+
+    # ---- the round -------------------------------------------------------------------
+    def run_round(self, plan: RoundPlan) -> RoundReport:
+        stats = RoundStats(round=len(self.rounds), leases=len(plan.leases))
+        self.rounds.append(stats)
+        budget = max(0.5, plan.start_s + plan.duration_s - self.clock.now())
+        t0 = elapsed_s()
+        pending = [self._dispatch(lease, budget, stats.round) for lease in plan.leases]
+        stats.dispatch_s = elapsed_s(t0)
+        if self.on_dispatch is not None:
+            self.on_dispatch(stats.round, plan)
+        self._wait(pending, budget + self.grace_s)
+        results = [self._result(p, stats) for p in pending]
+        if self.tracker is not None and self.on_table is not None:
+            self.on_table(self.tracker.table())
+        end = max((r.end_s for r in results), default=plan.start_s)
+        return RoundReport(plan.start_s, max(end, plan.start_s), tuple(results))
+
+    def _dispatch(self, lease: Lease, budget: float, round_no: int) -> _Pending:
+        import ray
+
+        if lease.copy != 0:
+            raise InputError("forked job copies (HadarE) are not supported by the runtime yet; "
+                             "use a policy that does not fork")
+        info = self.job(lease.job_id, lease.job_type)
+        world = len(lease.gpus)
+        actors = [self.pool.actor(g) for g in lease.gpus]
+        gens = [self.pool.generation[g] for g in lease.gpus]
+        speed = min(self.speed(lease.job_type, world, self.cluster.gpu_type_of[g]) for g in lease.gpus)
+        store = None
+        if world > 1:
+            try:
+                store = ray.get(actors[0].open_store.remote(), timeout=self.grace_s)
+            except ray.exceptions.RayError as e:  # dead or stuck rank 0 (GetTimeoutError is one): fail the lease
+                return _Pending(lease, [], gens, error=f"rendezvous failed: {type(e).__name__}: {e}")
+        base = LeaseSpec(job_id=lease.job_id, job_type=lease.job_type, seed=self.seed * 100_003 + lease.job_id,
+                         rank=0, world=world, max_iterations=max(1, math.ceil(lease.max_steps / world - 1e-9)),
+                         budget_s=budget, speed=speed, checkpoint=str(info.checkpoint), expect_steps=info.steps,
+                         store=store, group=f"job{lease.job_id}-r{round_no}/", timeout_s=self.grace_s)
+        refs = []
+        for rank, actor in enumerate(actors):
+            spec = base if rank == 0 else replace(base, rank=rank)
+            refs.append(actor.run_lease.remote(spec))
+        return _Pending(lease, refs, gens)
+
+    def _wait(self, pending: list[_Pending], timeout_s: float) -> None:
+        import ray
+
+        owner = {ref: (p, rank) for p in pending for rank, ref in enumerate(p.refs)}
+        left = list(owner)
+        deadline = elapsed_s() + timeout_s
+        while left:
+            ready, left = ray.wait(left, num_returns=1, timeout=max(0.0, deadline - elapsed_s()))
+            if not ready:
+                break
+            now = self.clock.now()
+            for ref in ready:
+                p, rank = owner[ref]
+                p.done_at[rank] = now
+        for ref in left:
+            p, _ = owner[ref]
+            p.error = p.error or f"no answer within {timeout_s:.0f} s (deadline + grace)"
+
+    def _result(self, p: _Pending, stats: RoundStats) -> LeaseResult:
+        import ray
+
+        lease = p.lease
+        outcomes: list[LeaseOutcome | None] = []
+        for rank, ref in enumerate(p.refs):
+            if rank not in p.done_at:
+                outcomes.append(None)
+                continue
+            try:
+                outcomes.append(ray.get(ref))
+            except ray.exceptions.RayError as e:  # RayActorError (dead worker) or a task error
+                outcomes.append(None)
+                p.error = p.error or f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        ok = bool(p.refs) and not p.error and all(o is not None and o.ok for o in outcomes)
+        answered = len(p.done_at) == len(p.refs) and p.refs
+        end = max(p.done_at.values()) if answered else self.clock.now()
+        info = self.jobs[lease.job_id]
+        if not ok:
+            errors = [o.error for o in outcomes if o is not None and o.error]
+            self._recover(p, outcomes)
+            info.failures += 1
+            stats.failed += 1
+            why = p.error or "; ".join(errors) or "unknown"
+            log.warning("lease of job %d on GPUs %s failed: %s", lease.job_id, list(lease.gpus), why)
+            self.on_event({"t": end, "event": "lease_failed", "job": lease.job_id, "gpus": list(lease.gpus),
+                           "round": stats.round, "error": why})
+            return LeaseResult(lease.job_id, lease.copy, lease.gpus, 0.0, end, failed=True)
+        head = outcomes[0]
+        assert head is not None
+        steps = float(head.iterations * len(lease.gpus))
+        info.steps = head.steps_total
+        info.restores += int(head.restored)
+        info.initial = head.metrics.get("initial_" + info.metric, info.initial)
+        if info.metric in head.metrics:
+            info.final = head.metrics[info.metric]
+        stats.restore_s = max(stats.restore_s, max(o.restore_s for o in outcomes if o is not None))
+        stats.save_s = max(stats.save_s, head.save_s)
+        stats.continued += int(not head.restored and head.restore_s == 0.0)
+        self._observe(lease, steps, head.train_s)
+        self.on_event({"t": end, "event": "lease", "job": lease.job_id, "round": stats.round, "gpus": list(lease.gpus),
+                       "steps": steps, "progress_from": head.steps_start, "progress_to": head.steps_total,
+                       "restored": head.restored, "train_s": head.train_s})
+        metrics = {"train_s": head.train_s, "restore_s": head.restore_s, "save_s": head.save_s, "loss": head.loss,
+                   "rate": steps / head.train_s if head.train_s > 0 else 0.0}
+        return LeaseResult(lease.job_id, lease.copy, lease.gpus, steps, end, metrics=metrics)
+
+    def _recover(self, p: _Pending, outcomes: list[LeaseOutcome | None]) -> None:
+        """Replace every worker of the lease that died or did not answer (same generation only)."""
+        for rank, g in enumerate(p.lease.gpus):
+            if outcomes[rank] is None and self.pool.generation[g] == p.gens[rank]:
+                self.pool.replace(g)
+
+    def _observe(self, lease: Lease, steps: float, train_s: float) -> None:
+        types = {self.cluster.gpu_type_of[g] for g in lease.gpus}
+        if self.tracker is None or len(types) != 1:
+            return
+        (t,) = types
+        if self.tracker.observe(lease.job_type, len(lease.gpus), t, steps, train_s):
+            self.on_event({"t": self.clock.now(), "event": "measured", "job_type": lease.job_type,
+                           "k": len(lease.gpus), "gpu_type": t, "rate": steps / train_s})

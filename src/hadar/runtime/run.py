@@ -1,0 +1,213 @@
+"""Assemble and run real training: the library entry point behind ``hadar run``.
+
+Same Engine, policy, planner and ledger as ``hadar.sim.run.simulate``; only
+the executor (``RayExecutor``) and the clock (``WallClock``) differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hadar.clock import WallClock, elapsed_s
+from hadar.engine import Engine, RunStats
+from hadar.errors import InputError
+from hadar.mechanism.ledger import JobLedger
+from hadar.metrics.summary import JobRow, job_rows, summarize
+from hadar.model.cluster import Cluster
+from hadar.model.job import Job
+from hadar.model.plan import RoundPlan
+from hadar.model.throughput import ThroughputTable
+from hadar.policies import create
+from hadar.policies.base import Policy
+from hadar.runtime import emulation, session, workloads
+from hadar.runtime.executor import JobProgress, RayExecutor, RoundStats
+from hadar.runtime.pool import WorkerPool
+from hadar.runtime.tracker import ThroughputTracker
+from hadar.sim.run import make_planner, validate_jobs
+from hadar.sim.workload import Workload
+
+log = logging.getLogger(__name__)
+RESOLVE_ON_CHANGE = 0.25  # re-solve when a measured rate moves this much (relative) from what the policy saw
+
+
+@dataclass(slots=True)
+class RuntimeResult:
+    summary: dict[str, Any]
+    rows: list[JobRow]
+    quality: dict[int, JobProgress]
+    measured: ThroughputTable
+    prior: ThroughputTable
+    rounds: list[RoundStats]
+    stats: RunStats
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def resolve_jobs(jobs: list[Job]) -> list[Job]:
+    """Map job-type aliases (``resnet``, ``lstm``, ...) to registered workload names."""
+    return [dataclasses.replace(j, job_type=workloads.resolve(j.job_type)) for j in jobs]
+
+
+def calibrate(job_types: list[str], seconds: float = 0.3) -> dict[str, float]:
+    """Native steps/s of one single-threaded worker per job type (measured here, in this process)."""
+    import torch
+
+    torch.set_num_threads(1)
+    rates = {}
+    for jt in job_types:
+        wl = workloads.get(jt)
+        state = wl.new_state(seed=0)
+        for _ in range(3):
+            wl.train_step(state, 0, 1, 0)
+        n, t0 = 0, elapsed_s()
+        while elapsed_s(t0) < seconds:
+            wl.train_step(state, 0, 1, 0)
+            n += 1
+        rates[jt] = n / elapsed_s(t0)
+    return rates
+
+
+def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round_s: float = 10.0,
+        address: str | None = None, seed: int = 0, checkpoint_dir: Path | None = None,
+        throughputs: ThroughputTable | None = None, dashboard_host: str | None = None,
+        on_event: Callable[[dict[str, Any]], None] | None = None, on_progress: Callable[[int], None] | None = None,
+        on_dispatch: Callable[[int, RoundPlan], None] | None = None, on_pool: Callable[[WorkerPool], None] | None = None,
+        grace_s: float = 30.0) -> RuntimeResult:
+    """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds)."""
+    if round_s <= 0:
+        raise InputError(f"round length must be positive, got {round_s}")
+    if not jobs:
+        raise InputError("no jobs to run")
+    jobs = resolve_jobs(jobs)
+    pol = create(policy) if isinstance(policy, str) else policy
+    gavel = ThroughputTable.load()
+    if address is None:
+        if cluster is None:
+            raise InputError("a local (emulated) run needs a cluster")
+        sess = session.start_local(cluster, dashboard_host=dashboard_host)
+    else:
+        sess = session.connect(address, cluster)
+    cluster = sess.cluster
+    events: list[dict[str, Any]] = []
+    emit = _tee(events, on_event)
+    pool = WorkerPool(cluster, sess.pins)
+    try:
+        job_types = sorted({j.job_type for j in jobs})
+        factors = emulation.speed_factors(gavel, job_types, cluster) if sess.emulated else {}
+        prior = throughputs or emulation.prior_table(calibrate(job_types), cluster, gavel, factors or None)
+        validate_jobs(jobs, cluster, prior, spans_types=getattr(pol, "spans_types", False))
+        pool.start()
+        if on_pool is not None:
+            on_pool(pool)
+        clock = WallClock()  # t = 0 once every worker is up
+        ledger = JobLedger(cluster, prior, round_s)
+        tracker = ThroughputTracker(prior)
+        executor = RayExecutor(cluster, pool, clock, checkpoint_dir=checkpoint_dir or Path(tempfile.mkdtemp(
+            prefix="hadar-ckpt-")), speed=(lambda jt, k, t: factors.get((jt, k, t), 1.0)) if sess.emulated else None,
+            tracker=tracker, on_table=lambda t: _refresh(ledger, t), on_event=emit, on_dispatch=on_dispatch,
+            grace_s=grace_s, seed=seed)
+        engine = Engine(pol, make_planner(pol, cluster, seed), executor, clock, ledger, on_event=emit,
+                        on_progress=on_progress)
+        stats = engine.run(Workload(jobs))
+    finally:
+        pool.shutdown()
+        if sess.owned:
+            session.shutdown()
+    rows = job_rows(ledger)
+    summary = summarize(ledger, rows, policy=pol.name, wall_s=stats.wall_s)
+    summary.update(_runtime_summary(stats, executor, pool, sess, round_s))
+    return RuntimeResult(summary, rows, executor.jobs, tracker.table(), prior, executor.rounds, stats, events)
+
+
+def _tee(events: list[dict[str, Any]], extra: Callable[[dict[str, Any]], None] | None) -> Callable[[dict[str, Any]], None]:
+    def emit(e: dict[str, Any]) -> None:
+        events.append(e)
+        if extra is not None:
+            extra(e)
+
+    return emit
+
+
+def _refresh(ledger: JobLedger, table: ThroughputTable) -> None:
+    """Give the ledger the measured table; ask for a re-solve when a job's rates moved a lot."""
+    before = {jid: rec.throughputs for jid, rec in ledger.active.items()}
+    ledger.update_table(table)
+    for jid, rec in ledger.active.items():
+        old = before[jid]
+        if any(abs(n - o) > RESOLVE_ON_CHANGE * o for n, o in zip(rec.throughputs, old) if o > 0):
+            ledger.need_update = True
+            return
+
+
+def _runtime_summary(stats: RunStats, executor: RayExecutor, pool: WorkerPool, sess: session.RaySession,
+                     round_s: float) -> dict[str, Any]:
+    rounds = executor.rounds
+    n = max(1, len(rounds))
+    decision = sum(stats.per_round_decision_s) / max(1, len(stats.per_round_decision_s)) + stats.solve_s / n
+    dispatch = sum(r.dispatch_s for r in rounds) / n
+    restore = sum(r.restore_s for r in rounds) / n
+    save = sum(r.save_s for r in rounds) / n
+    better = [q for q in executor.jobs.values() if q.final is not None and q.initial is not None]
+    return {
+        "round_s": round_s,
+        "decision_s_per_round": decision,
+        "dispatch_s_per_round": dispatch,
+        "restore_s_per_round": restore,
+        "checkpoint_s_per_round": save,
+        "overhead_fraction": (decision + dispatch + restore + save) / round_s,
+        "failed_leases": sum(r.failed for r in rounds),
+        "worker_replacements": pool.replaced,
+        "leases_continued_in_memory": sum(r.continued for r in rounds),
+        "jobs_improved": sum(1 for q in better if (q.final > q.initial if q.higher_is_better else q.final < q.initial)),
+        "emulated": sess.emulated,
+        "ray_auth": sess.auth,
+    }
+
+
+def quality_rows(result: RuntimeResult) -> list[dict[str, Any]]:
+    """Per job: its final model quality next to the untrained value, and its checkpoint."""
+    out = []
+    for row in result.rows:
+        q = result.quality.get(row.job_id)
+        out.append({"job_id": row.job_id, "job_type": row.job_type, "metric": q.metric if q else "",
+                    "initial": q.initial if q else None, "final": q.final if q else None,
+                    "restores": q.restores if q else 0, "failures": q.failures if q else 0,
+                    "checkpoint": str(q.checkpoint) if q else ""})
+    return out
+
+
+def write_outputs(result: RuntimeResult, out: Path) -> None:
+    """summary.json, jobs.csv (simulate's columns + model quality), events.jsonl, throughputs.json."""
+    import csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
+    quality = {q["job_id"]: q for q in quality_rows(result)}
+    extra = ["metric", "initial", "final", "restores", "failures", "checkpoint"]
+    with (out / "jobs.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([fl.name for fl in dataclasses.fields(JobRow)] + [f"quality_{k}" if k in ("initial", "final")
+                                                                       else k for k in extra])
+        for row in result.rows:
+            q = quality[row.job_id]
+            w.writerow(["" if v is None else v for v in dataclasses.asdict(row).values()]
+                       + ["" if q[k] is None else q[k] for k in extra])
+    with (out / "events.jsonl").open("w") as f:
+        for e in result.events:
+            f.write(json.dumps(e) + "\n")
+    (out / "throughputs.json").write_text(json.dumps(to_gavel_json(result.measured), indent=2) + "\n")
+
+
+def to_gavel_json(table: ThroughputTable) -> dict[str, dict[str, dict[str, float]]]:
+    """Gavel's nested format (``ThroughputTable.load`` reads it back): feed a simulation with what was measured."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (jt, k), row in table.rates.items():
+        for t, v in row.items():
+            out.setdefault(t, {})[f"('{jt}', {k})"] = {"null": v}
+    return out

@@ -1,0 +1,169 @@
+"""Starting or joining a Ray cluster, safely, and finding its GPUs.
+
+Security defaults: a Ray cluster runs whatever code reaches it, so
+* token authentication stays on: Ray >= 2.59 turns it on for every local
+  cluster it starts (generating ``~/.ray/auth_token`` once); we never turn
+  it off, warn when ``RAY_AUTH_MODE`` in the environment does, and report
+  the mode in force in the run's summary (``ray_auth``);
+* the dashboard is off unless asked for, and then bound to 127.0.0.1
+  unless another host is given;
+* ``--address`` joins an existing cluster, which must have been started
+  with the same token (``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` or
+  ``~/.ray/auth_token`` on every machine and on the driver).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hadar.errors import InputError
+from hadar.model.cluster import Cluster, Node
+from hadar.runtime.emulation import NODE_RESOURCE, TYPE_RESOURCE, local_resources
+from hadar.runtime.pool import NodePin, RuntimeFailure
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RaySession:
+    """The cluster as the run sees it: nodes, how to pin actors, whether GPU speeds are emulated."""
+
+    cluster: Cluster
+    pins: dict[str, NodePin]
+    emulated: bool
+    address: str | None
+    auth: str  # "token" or "disabled"
+    owned: bool = True  # this run started (or connected) Ray and shuts it down at the end
+
+
+def check_auth_env() -> None:
+    """Warn when the environment turns Ray's token authentication off."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None and mode.lower() != "token":
+        log.warning("RAY_AUTH_MODE=%s: Ray token authentication is OFF; anyone who can reach this "
+                    "cluster's ports can run code on it", mode)
+
+
+def auth_in_force() -> str:
+    """``token`` or ``disabled``: the mode this driver's Ray uses (``unknown`` on Ray without token auth)."""
+    try:
+        from ray._raylet import AuthenticationMode, get_authentication_mode
+    except ImportError:
+        return "unknown"
+    return "token" if get_authentication_mode() == AuthenticationMode.TOKEN else "disabled"
+
+
+def start_local(cluster: Cluster, *, dashboard_host: str | None = None, num_cpus: int | None = None) -> RaySession:
+    """A one-machine Ray cluster emulating ``cluster`` (see ``emulation``)."""
+    import ray
+
+    pins = {n.name: NodePin(resource=NODE_RESOURCE + n.name) for n in cluster.nodes}
+    if ray.is_initialized():  # e.g. a test session's cluster: reuse it if it has the logical nodes
+        have = ray.cluster_resources()
+        missing = [k for k, v in local_resources(cluster).items() if have.get(k, 0) < v]
+        if missing:
+            raise RuntimeFailure(f"the running Ray instance lacks the resources {', '.join(missing)}")
+        return RaySession(cluster, pins, emulated=True, address=None, auth=auth_in_force(), owned=False)
+    check_auth_env()
+    try:
+        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=0, resources=local_resources(cluster),
+                 include_dashboard=dashboard_host is not None, dashboard_host=dashboard_host or "127.0.0.1",
+                 object_store_memory=256 * 1024 ** 2, log_to_driver=False, logging_level=logging.WARNING,
+                 configure_logging=True, namespace="hadar")
+    except (RuntimeError, ConnectionError, ValueError, ray.exceptions.RayError) as e:
+        raise RuntimeFailure(f"could not start a local Ray cluster: {type(e).__name__}: {e}") from None
+    return RaySession(cluster, pins, emulated=True, address=None, auth=auth_in_force())
+
+
+def connect(address: str, cluster: Cluster | None = None) -> RaySession:
+    """Join an existing Ray cluster; ``cluster`` (a cluster file) or the nodes' resources say its GPUs."""
+    import ray
+
+    check_auth_env()
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
+    except (RuntimeError, ConnectionError, ValueError, ray.exceptions.RayError) as e:
+        raise RuntimeFailure(f"could not connect to the Ray cluster at {address}: {type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else ''} (with token authentication, the driver "
+                             "needs the cluster's token: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)"
+                             ) from None
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    mode = auth_in_force()
+    if cluster is not None:
+        return RaySession(cluster, pins_for_file(cluster, nodes), emulated=not _has_gpus(nodes), address=address,
+                          auth=mode)
+    found, pins = detect_cluster(nodes)
+    return RaySession(found, pins, emulated=not _has_gpus(nodes), address=address, auth=mode)
+
+
+def shutdown() -> None:
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def _has_gpus(nodes: Iterable[Mapping[str, Any]]) -> bool:
+    return any(n.get("Resources", {}).get("GPU", 0) > 0 for n in nodes)
+
+
+def _suffix(resources: Mapping[str, float], prefix: str) -> list[str]:
+    return sorted(k[len(prefix):] for k in resources if k.startswith(prefix))
+
+
+def detect_cluster(nodes: Iterable[Mapping[str, Any]]) -> tuple[Cluster, dict[str, NodePin]]:
+    """Nodes and GPU types from ``ray.nodes()`` records.
+
+    A node counts if it has ``GPU`` resources or ``hadar_node:<name>``
+    resources (one per logical node). Its GPU type comes from a
+    ``hadar_gpu:<type>`` resource, else Ray's ``accelerator_type:<T>``
+    (lower-cased). Start real nodes with e.g.
+    ``ray start --address=HEAD:6379 --resources='{"hadar_gpu:v100": 4}'``.
+    """
+    found: list[Node] = []
+    pins: dict[str, NodePin] = {}
+    for rec in nodes:
+        res = rec.get("Resources", {})
+        gpus = int(res.get("GPU", 0))
+        names = _suffix(res, NODE_RESOURCE)
+        if not gpus and not names:
+            continue
+        types = _suffix(res, TYPE_RESOURCE) or [t.lower() for t in _suffix(res, "accelerator_type:")]
+        where = rec.get("NodeManagerAddress", rec.get("NodeID", "?"))
+        if len(types) != 1:
+            raise InputError(f"Ray node {where}: cannot tell its GPU type ({'several: ' + ', '.join(types) if types else 'none given'}); "
+                             "start it with --resources='{\"hadar_gpu:TYPE\": N}' or pass --cluster FILE")
+        if names:
+            for name in names:
+                found.append(Node(name, types[0], int(res[NODE_RESOURCE + name])))
+                pins[name] = NodePin(resource=NODE_RESOURCE + name, num_gpus=1.0 if gpus else 0.0)
+        else:
+            name = f"{types[0]}-{where}"
+            found.append(Node(name, types[0], gpus))
+            pins[name] = NodePin(node_id=rec.get("NodeID"), num_gpus=1.0)
+    if not found:
+        raise InputError("the Ray cluster has no GPU nodes: start nodes with GPUs, or with "
+                         "--resources='{\"hadar_node:NAME\": N, \"hadar_gpu:TYPE\": N}' to emulate them, "
+                         "or give --cluster FILE")
+    return Cluster(tuple(found)), pins
+
+
+def pins_for_file(cluster: Cluster, nodes: Iterable[Mapping[str, Any]]) -> dict[str, NodePin]:
+    """A cluster file on an existing Ray cluster: every node name needs a ``hadar_node:<name>`` resource."""
+    have: dict[str, float] = {}
+    gpus = False
+    for rec in nodes:
+        res = rec.get("Resources", {})
+        gpus = gpus or res.get("GPU", 0) > 0
+        for k, v in res.items():
+            if k.startswith(NODE_RESOURCE):
+                have[k] = have.get(k, 0.0) + v
+    missing = [n.name for n in cluster.nodes if have.get(NODE_RESOURCE + n.name, 0) < n.gpus]
+    if missing:
+        raise InputError(f"the Ray cluster lacks nodes of the cluster file: {', '.join(missing)}; start each "
+                         "with --resources='{\"hadar_node:NAME\": GPUS}'")
+    return {n.name: NodePin(resource=NODE_RESOURCE + n.name, num_gpus=1.0 if gpus else 0.0) for n in cluster.nodes}

@@ -1,0 +1,78 @@
+"""Real training on a local Ray cluster emulating 3 nodes with 3 GPU types (one Ray per session)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("ray")
+
+from hadar.model.job import Job
+from hadar.policies import available
+from hadar.runtime import checkpoint, workloads
+from hadar.runtime.demo import demo_cluster
+from hadar.runtime.run import run
+from tests.helpers import FastestTypePolicy
+
+pytestmark = pytest.mark.runtime
+
+
+def _jobs() -> list[Job]:
+    spec = [("resnet", 1, 700, 0.0), ("lstm", 1, 1000, 0.0), ("transformer", 1, 500, 0.0),
+            ("recoder", 1, 2500, 0.0), ("resnet", 2, 1400, 2.0), ("lstm", 1, 800, 4.0)]
+    return [Job(i, jt, k, steps, arrival_s=t) for i, (jt, k, steps, t) in enumerate(spec)]
+
+
+def test_six_real_jobs_finish_under_max_min_fairness_perf(ray_session, tmp_path):
+    if "max_min_fairness_perf" not in available():
+        pytest.skip("max_min_fairness_perf is not registered in this tree")
+    jobs = _jobs()
+    res = run(jobs, demo_cluster(), "max_min_fairness_perf", round_s=6.0, checkpoint_dir=tmp_path)
+    s = res.summary
+    assert s["jobs_completed"] == 6 and s["failed_leases"] == 0
+    assert {workloads.get(j.job_type).family for j in jobs} >= {"image", "lstm-lm", "transformer", "recommendation"}
+    for job in jobs:
+        q = res.quality[job.job_id]
+        ckpt = checkpoint.load(q.checkpoint)  # weights_only load of the final checkpoint
+        assert ckpt is not None and ckpt["steps"] >= job.total_steps
+        assert q.final is not None and q.initial is not None
+        assert workloads.get(job.job_type).better(q.final, q.initial), (job, q)
+    # the 2-GPU job ran data-parallel on two workers of one type
+    leases = [e for e in res.events if e["event"] == "lease" and e["job"] == 4]
+    assert leases and all(len(e["gpus"]) == 2 for e in leases)
+    # measured throughputs replaced the prior for what ran
+    assert any(e["event"] == "measured" for e in res.events)
+    assert res.measured.rates != res.prior.rates
+    assert s["ray_auth"] == "token"
+
+
+def test_a_worker_killed_mid_round_loses_at_most_that_round(ray_session, tmp_path):
+    jobs = [Job(0, "lstm", 1, 3000), Job(1, "resnet", 1, 900)]
+    victim = {}
+
+    def on_pool(pool):
+        victim["pool"] = pool
+
+    def on_dispatch(round_no, plan):
+        if round_no == 1 and "gpu" not in victim:
+            lease = next(le for le in plan.leases if le.job_id == 0)
+            victim["gpu"] = lease.gpus[0]
+            threading.Timer(1.0, victim["pool"].kill, args=(lease.gpus[0],)).start()
+
+    res = run(jobs, demo_cluster(), FastestTypePolicy(), round_s=3.0, checkpoint_dir=tmp_path, on_pool=on_pool,
+              on_dispatch=on_dispatch, grace_s=20.0)
+    assert res.summary["jobs_completed"] == 2
+    assert res.summary["failed_leases"] == 1 and res.summary["worker_replacements"] == 1
+    failed = [e for e in res.events if e["event"] == "lease_failed"]
+    assert [e["job"] for e in failed] == [0] and failed[0]["round"] == 1
+    ok = [e for e in res.events if e["event"] == "lease" and e["job"] == 0]
+    # progress is continuous: every lease starts where the previous successful one checkpointed
+    for prev, nxt in itertools.pairwise(ok):
+        assert nxt["progress_from"] == pytest.approx(prev["progress_to"])
+    after = next(e for e in ok if e["round"] > 1)
+    assert after["restored"]  # the new worker (or another GPU) restored the checkpoint
+    assert sum(e["steps"] for e in ok) >= 3000
+    assert checkpoint.load(res.quality[0].checkpoint)["steps"] >= 3000
