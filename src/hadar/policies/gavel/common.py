@@ -1,0 +1,118 @@
+"""Inputs and baselines shared by the Gavel policies (pure numpy, no solver).
+
+Notation (spec/gavel.md section 2): ``T[i, j]`` whole-job steps/s of job i
+on type j, ``s_i`` scale factor, ``w_i`` priority weight, ``N_j`` GPUs of
+type j; rows follow ``state.jobs``, columns ``state.gpu_types``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.lp import active_mask, clip_fractions, unique_rows
+
+#: Gavel's agnostic makespan/FTF pretend every GPU is this type.
+REFERENCE_TYPE = "v100"
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """The arrays every Gavel policy reads from a ``SchedulerState``."""
+
+    throughputs: np.ndarray  # (m, n) steps/s
+    scale_factors: np.ndarray  # (m,)
+    weights: np.ndarray  # (m,) priority weights
+    remaining: np.ndarray  # (m,) steps
+    age_s: np.ndarray  # (m,) now - arrival
+    capacities: np.ndarray  # (n,)
+    active: np.ndarray  # (m, n) bool: where x may be > 0
+
+    @classmethod
+    def of(cls, state: SchedulerState) -> Inputs:
+        t = state.throughput_matrix()
+        caps = state.capacities()
+        return cls(
+            throughputs=t,
+            scale_factors=state.scale_factors(),
+            weights=state.priority_weights(),
+            remaining=state.remaining_steps(),
+            age_s=np.array([state.now_s - j.arrival_s for j in state.jobs], dtype=float),
+            capacities=caps,
+            active=active_mask(t, caps),
+        )
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.throughputs.shape  # type: ignore[return-value]
+
+    def reference_rates(self, gpu_types: tuple[str, ...]) -> np.ndarray:
+        """Agnostic view: every type gets the job's rate on ``v100`` (else the first type)."""
+        col = gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in gpu_types else 0
+        n = self.shape[1]
+        if n == 0:
+            return self.throughputs.copy()
+        return np.repeat(self.throughputs[:, [col]], n, axis=1)
+
+
+def proportional_throughputs(throughputs: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+    """``prop_i = sum_j T_ij N_j / sum_k N_k`` (Gavel's proportional baseline)."""
+    total = float(capacities.sum())
+    if total <= 0:
+        return np.zeros(throughputs.shape[0])
+    return throughputs @ (capacities / total)
+
+
+def isolated_fractions(scale_factors: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+    """Gavel's ``IsolatedPolicy``: ``x_ij = (N_j / m) / s_i``, each row divided by ``max(1, row sum)``.
+
+    An equal ``1/m`` slice of every type; it never exceeds the capacities.
+    """
+    m = scale_factors.size
+    if m == 0:
+        return np.zeros((0, capacities.size))
+    x = np.tile(capacities / m, (m, 1)) / scale_factors[:, None]
+    return x / np.maximum(1.0, x.sum(axis=1))[:, None]
+
+
+def isolated_throughputs(throughputs: np.ndarray, scale_factors: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+    """``T^iso_i = sum_j T_ij x^iso_ij`` with Gavel's isolated fractions."""
+    return (throughputs * isolated_fractions(scale_factors, capacities)).sum(axis=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Classes:
+    """Identical rows collapsed: row ``c`` of the reduced problem stands for ``counts[c]`` jobs."""
+
+    rows: np.ndarray  # (m,) bool: rows that take part (others get x = 0)
+    first: np.ndarray  # (c,) index (into all rows) of each class's first member
+    inverse: np.ndarray  # (number of taking-part rows,) class of each
+    counts: np.ndarray  # (c,)
+
+    @classmethod
+    def of(cls, rows: np.ndarray, *features: np.ndarray) -> Classes:
+        cols = [f.reshape(f.shape[0], -1) for f in features]
+        feats = np.hstack(cols)[rows] if cols else np.zeros((int(rows.sum()), 0))
+        first, inverse, counts = unique_rows(feats)
+        idx = np.nonzero(rows)[0]
+        return cls(rows, idx[first] if first.size else first, inverse, counts.astype(float))
+
+    def take(self, arr: np.ndarray) -> np.ndarray:
+        return arr[self.first]
+
+    def expand(self, x_cls: np.ndarray, m: int) -> np.ndarray:
+        x = np.zeros((m, x_cls.shape[1]))
+        if self.inverse.size:
+            x[self.rows] = x_cls[self.inverse]
+        return x
+
+
+def empty_allocation(state: SchedulerState, **kw: object) -> Allocation:
+    return Allocation.for_state(state, np.zeros((0, len(state.gpu_types))), **kw)  # type: ignore[arg-type]
+
+
+def finish(state: SchedulerState, x: np.ndarray, active: np.ndarray, **kw: object) -> Allocation:
+    """Clip to [0, 1], force zeros off ``active`` and wrap as an ``Allocation``."""
+    return Allocation.for_state(state, np.where(active, clip_fractions(x), 0.0), **kw)  # type: ignore[arg-type]

@@ -1,0 +1,106 @@
+"""First-in first-out (Gavel's ``fifo`` and ``fifo_perf``); no solver.
+
+Jobs in arrival order (ties by id, i.e. Gavel's job-id order) each get one
+whole GPU type (``x = 1``) while some type with a positive throughput for the
+job still has at least ``s_i`` free GPUs; the first job that fits nowhere
+stops the scan (no job jumps the queue).
+
+* ``fifo_perf`` recomputes from scratch at every call and gives each job the
+  fastest type with room (ties: Gavel's alphabetical type order).
+* ``fifo`` is a *correct* agnostic FIFO, not Gavel's buggy one (spec/gavel.md
+  section 6, bug 2): a job keeps its type until it completes (memory in
+  ``Allocation.memo``), and a newly started job gets a type drawn uniformly
+  among those with room. The draw uses ``numpy.random.default_rng((seed,
+  job_id))``, so the allocation is a pure function of the state and the seed.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.gavel.common import Inputs, empty_allocation
+from hadar.policies.registry import register
+
+MEMO_ASSIGNED = "fifo/assigned_type"
+
+
+def arrival_order(state: SchedulerState) -> list[int]:
+    return sorted(range(len(state.jobs)), key=lambda i: (state.jobs[i].arrival_s, state.jobs[i].job_id))
+
+
+def _fastest(throughputs: np.ndarray, room: np.ndarray, gpu_types: tuple[str, ...]) -> int:
+    """Index of the fastest type with room; ties go to the alphabetically first type (Gavel)."""
+    best, best_rate = -1, -1.0
+    for j in sorted(np.nonzero(room)[0], key=lambda j: gpu_types[j]):
+        if throughputs[j] > best_rate:
+            best, best_rate = int(j), float(throughputs[j])
+    return best
+
+
+@register("fifo_perf", "FIFO, heterogeneity-aware: each job in arrival order gets the fastest type with room (Gavel)")
+class FifoPerf:
+    name: ClassVar[str] = "fifo_perf"
+    type_agnostic: ClassVar[bool] = False
+    skip_zero_priority: ClassVar[bool] = True  # round mechanism: never run a job where x = 0 (Gavel's FIFO)
+
+    def allocate(self, state: SchedulerState) -> Allocation:
+        if not state.jobs:
+            return empty_allocation(state)
+        inp = Inputs.of(state)
+        free = inp.capacities.copy()
+        x = np.zeros(inp.shape)
+        for i in arrival_order(state):
+            room = inp.active[i] & (free >= inp.scale_factors[i])
+            if not room.any():
+                break
+            j = _fastest(inp.throughputs[i], room, state.gpu_types)
+            x[i, j] = 1.0
+            free[j] -= inp.scale_factors[i]
+        return Allocation.for_state(state, x)
+
+
+@register("fifo", "FIFO, type-agnostic: a random type with room, kept until the job completes")
+class Fifo:
+    name: ClassVar[str] = "fifo"
+    type_agnostic: ClassVar[bool] = True
+    skip_zero_priority: ClassVar[bool] = True
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = int(seed)
+
+    def _draw(self, job_id: int, room: np.ndarray) -> int:
+        choices = np.nonzero(room)[0]
+        rng = np.random.default_rng((self.seed, int(job_id)))
+        return int(choices[rng.integers(choices.size)])
+
+    def allocate(self, state: SchedulerState) -> Allocation:
+        if not state.jobs:
+            return empty_allocation(state, memo={MEMO_ASSIGNED: {}})
+        inp = Inputs.of(state)
+        previous = state.memo.get(MEMO_ASSIGNED, {})
+        free = inp.capacities.copy()
+        x = np.zeros(inp.shape)
+        order = arrival_order(state)
+        kept: set[int] = set()
+        for i in order:  # running jobs keep their type while it still fits
+            t = previous.get(state.jobs[i].job_id)
+            j = state.gpu_types.index(t) if t in state.gpu_types else -1
+            if j >= 0 and inp.active[i, j] and free[j] >= inp.scale_factors[i]:
+                x[i, j] = 1.0
+                free[j] -= inp.scale_factors[i]
+                kept.add(i)
+        for i in order:
+            if i in kept:
+                continue
+            room = inp.active[i] & (free >= inp.scale_factors[i])
+            if not room.any():
+                break
+            j = self._draw(state.jobs[i].job_id, room)
+            x[i, j] = 1.0
+            free[j] -= inp.scale_factors[i]
+        assigned = {state.jobs[i].job_id: state.gpu_types[int(np.argmax(x[i]))] for i in range(len(state.jobs))
+                    if x[i].any()}
+        return Allocation.for_state(state, x, memo={MEMO_ASSIGNED: assigned})

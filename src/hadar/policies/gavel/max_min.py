@@ -1,0 +1,74 @@
+"""Least attained service / max-min fairness (Gavel's ``max_min_fairness[_perf]``).
+
+Heterogeneity-aware: maximize ``min_i (s_i / (w_i prop_i)) sum_j T_ij x_ij``
+over the base constraints, ``prop_i`` = the job's throughput under the
+proportional split ``x_ij = N_j / sum_k N_k``. Agnostic: the same LP with
+every ``T_ij := 1`` (so ``prop_i = 1``): equal GPU-time shares.
+
+Solved as ``max tau s.t. c_i . x_i >= tau`` with HiGHS on job classes, then
+re-centered on the optimal face (see ``center.py``): non-bottleneck jobs
+share the leftover capacity and identical jobs get identical rows, as with
+Gavel's ECOS.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.gavel.common import Inputs, empty_allocation, finish, proportional_throughputs
+from hadar.policies.gavel.problem import ClassProblem, fattened
+from hadar.policies.registry import register
+
+
+def max_min_coefficients(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
+    """``c_ij = T_ij s_i / (w_i prop_i)``: normalized, priority-weighted throughput per unit of x."""
+    prop = proportional_throughputs(throughputs, inp.capacities)
+    scale = np.divide(inp.scale_factors, inp.weights * prop, out=np.zeros_like(prop), where=prop > 0)
+    return throughputs * scale[:, None]
+
+
+def solve_max_min(coef: np.ndarray, inp: Inputs) -> np.ndarray:
+    """Centered optimum of ``max min_i coef_i . x_i`` (rows without an active entry get 0)."""
+    m, _ = inp.shape
+    prob = ClassProblem.build(coef, inp.scale_factors, inp.capacities, inp.active)
+    if prob.size == 0:
+        return np.zeros(inp.shape)
+    tau, x_opt = prob.max_min(what="max-min fairness LP")
+    x_cls = prob.centered(np.full(prob.size, fattened(tau)), x_opt)
+    return prob.expand(x_cls, m)
+
+
+class _MaxMinBase:
+    type_agnostic: ClassVar[bool]
+    name: ClassVar[str]
+
+    def _throughputs(self, inp: Inputs) -> np.ndarray:
+        raise NotImplementedError
+
+    def allocate(self, state: SchedulerState) -> Allocation:
+        if not state.jobs:
+            return empty_allocation(state)
+        inp = Inputs.of(state)
+        x = solve_max_min(max_min_coefficients(self._throughputs(inp), inp), inp)
+        return finish(state, x, inp.active)
+
+
+@register("max_min_fairness_perf", "LAS, heterogeneity-aware: max-min of normalized effective throughput (Gavel)")
+class MaxMinFairnessPerf(_MaxMinBase):
+    name: ClassVar[str] = "max_min_fairness_perf"
+    type_agnostic: ClassVar[bool] = False
+
+    def _throughputs(self, inp: Inputs) -> np.ndarray:
+        return inp.throughputs
+
+
+@register("max_min_fairness", "LAS, type-agnostic: max-min of GPU-time shares (Gavel)")
+class MaxMinFairness(_MaxMinBase):
+    name: ClassVar[str] = "max_min_fairness"
+    type_agnostic: ClassVar[bool] = True
+
+    def _throughputs(self, inp: Inputs) -> np.ndarray:
+        return np.ones(inp.shape)

@@ -1,0 +1,94 @@
+"""A Gavel LP over job classes: HiGHS for the optimum, then the centered point.
+
+``ClassProblem`` collapses identical jobs (same coefficients, scale factor,
+demand flag) into one row of multiplicity ``k``; every Gavel policy treats
+identical jobs identically, so this is exact and makes the LP size depend on
+the number of distinct job kinds rather than on the number of jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hadar.policies.gavel.center import FACE_TOL, Face, center_face, repair
+from hadar.policies.gavel.common import Classes
+from hadar.policies.lp import Variables, maxmin_lp, scale_to_unit
+
+
+@dataclass(frozen=True, slots=True)
+class ClassProblem:
+    """Rows = classes of the jobs in ``classes.rows``; ``a = coef * factor`` (scaled for HiGHS)."""
+
+    classes: Classes
+    a: np.ndarray  # (c, n)
+    factor: float
+    k: np.ndarray  # (c,)
+    s: np.ndarray  # (c,)
+    active: np.ndarray  # (c, n)
+    demand: np.ndarray  # (c,) bool: the row has a demand constraint a . x >= g
+    capacities: np.ndarray  # (n,)
+    var: Variables
+
+    @classmethod
+    def build(
+        cls,
+        coef: np.ndarray,
+        scale_factors: np.ndarray,
+        capacities: np.ndarray,
+        active: np.ndarray,
+        rows: np.ndarray | None = None,
+        demand: np.ndarray | None = None,
+        extra_features: tuple[np.ndarray, ...] = (),
+    ) -> ClassProblem:
+        """Keep ``rows`` (default: jobs with an active entry); ``demand`` defaults to all kept rows."""
+        m = coef.shape[0]
+        demand = np.ones(m, dtype=bool) if demand is None else demand
+        coef = np.where(active, coef, 0.0)
+        # A row takes part if it can run somewhere and, when it has a demand, can meet it.
+        alive = active.any(axis=1) & (~demand | (coef > 0).any(axis=1))
+        rows = alive if rows is None else (rows & alive)
+        classes = Classes.of(rows, coef, scale_factors, demand.astype(float), active.astype(float), *extra_features)
+        a, factor = scale_to_unit(classes.take(coef))
+        act = classes.take(active)
+        return cls(classes, a, factor, classes.counts, classes.take(scale_factors), act,
+                   classes.take(demand), np.asarray(capacities, dtype=float), Variables.of(act))
+
+    @property
+    def size(self) -> int:
+        return int(self.k.size)
+
+    def max_min(self, free: np.ndarray | None = None, floors: np.ndarray | None = None,
+                what: str = "max-min LP") -> tuple[float, np.ndarray]:
+        """HiGHS: maximize the smallest ``a_i . x_i`` over ``free`` demand rows (scaled units)."""
+        free = self.demand if free is None else free
+        return maxmin_lp(self.var, self.a, self.k * self.s, self.capacities, free, floors, what)
+
+    def face(self, g: np.ndarray, *, socp: bool = False, a: np.ndarray | None = None,
+             c: np.ndarray | None = None, c_floor: float = 0.0) -> Face:
+        g = np.where(self.demand, g, -np.inf)
+        return Face(self.a if a is None else a, g, self.k, self.s, self.capacities, self.active,
+                    c=c, c_floor=c_floor, socp=socp)
+
+    def centered(self, g: np.ndarray, x_opt: np.ndarray, *, c: np.ndarray | None = None, c_floor: float = 0.0,
+                 **kw: object) -> np.ndarray:
+        """Analytic center of ``{base, a_i . x_i >= g_i}`` started next to the solver point ``x_opt``.
+
+        Floors are capped just below what the repaired ``x_opt`` achieves, so
+        solver round-off can never leave the face empty.
+        """
+        x_rep = repair(self.face(np.full(self.size, -np.inf)), x_opt)
+        u = (self.a * x_rep).sum(axis=1)
+        g = np.minimum(g, np.asarray(fattened(u)))
+        if c is not None:
+            c_floor = min(c_floor, float(fattened(float((self.k[:, None] * c * x_rep).sum()))))
+        return center_face(self.face(g, c=c, c_floor=c_floor, **kw), x_rep)  # type: ignore[arg-type]
+
+    def expand(self, x_cls: np.ndarray, m: int) -> np.ndarray:
+        return self.classes.expand(x_cls, m)
+
+
+def fattened(level: float | np.ndarray) -> np.ndarray | float:
+    """An optimal level lowered by the face tolerance (keeps the face full-dimensional)."""
+    return level - FACE_TOL * np.abs(level)

@@ -1,0 +1,48 @@
+"""Maximum total throughput (Gavel's ``max_sum_throughput_perf``).
+
+Maximize ``sum_ij T_ij x_ij`` in raw steps/s, summed across different models
+as Gavel does (so it favours models that report many small steps). HiGHS
+finds the optimum; ties (e.g. identical jobs competing for the last GPU) are
+broken like ECOS by returning the analytic center of the optimal face.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.gavel.common import Inputs, empty_allocation, finish
+from hadar.policies.gavel.problem import ClassProblem, fattened
+from hadar.policies.lp import base_constraints, solve_lp
+from hadar.policies.registry import register
+
+
+def solve_max_sum(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
+    m, _ = inp.shape
+    prob = ClassProblem.build(throughputs, inp.scale_factors, inp.capacities, inp.active,
+                              demand=np.zeros(m, dtype=bool))
+    if prob.size == 0:
+        return np.zeros(inp.shape)
+    var = prob.var
+    a_ub, b_ub = base_constraints(var, prob.k * prob.s, prob.capacities)
+    gain = var.gather(prob.k[:, None] * prob.a)
+    bounds = np.zeros((var.count, 2))
+    bounds[:, 1] = np.inf
+    res = solve_lp(-gain, a_ub, b_ub, bounds, "max-sum-throughput LP")
+    best = float(gain @ res.x)
+    x_cls = prob.centered(np.zeros(prob.size), var.to_matrix(res.x), c=prob.a, c_floor=float(fattened(best)))
+    return prob.expand(x_cls, m)
+
+
+@register("max_sum_throughput_perf", "maximize the sum of raw throughputs (steps/s) over jobs (Gavel)")
+class MaxSumThroughputPerf:
+    name: ClassVar[str] = "max_sum_throughput_perf"
+    type_agnostic: ClassVar[bool] = False
+
+    def allocate(self, state: SchedulerState) -> Allocation:
+        if not state.jobs:
+            return empty_allocation(state)
+        inp = Inputs.of(state)
+        return finish(state, solve_max_sum(inp.throughputs, inp), inp.active)

@@ -1,0 +1,181 @@
+"""Shared LP helpers for the allocation policies: sparse base constraints, HiGHS calls.
+
+Every Gavel LP lives on the same variables: ``x[i, j]`` = fraction of time
+job (or job class) ``i`` runs on GPU type ``j``. Only *active* entries are
+variables (throughput > 0 and at least one GPU of the type); the others are
+fixed to 0, which is what the contract "zero share where the throughput is
+zero" asks for. The base constraints (Gavel's ``get_base_constraints``) are
+
+* ``x >= 0``;
+* per type ``j``: ``sum_i k_i s_i x_ij <= N_j`` (``k_i`` = number of identical
+  jobs a row stands for, 1 without aggregation);
+* per job ``i``: ``sum_j x_ij <= 1``.
+
+Matrices are built with vectorized COO construction (no Python loop over
+``m x n``) and solved with ``scipy.optimize.linprog(method="highs")``;
+failures raise :class:`hadar.errors.SolverError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import OptimizeResult, linprog
+
+from hadar.errors import SolverError
+
+#: HiGHS method used for every LP. The dual simplex without presolve was the
+#: fastest on these block-angular LPs (bench/bench_policies.py); any vertex
+#: is fine because the Gavel policies re-center the solution afterwards.
+LP_METHOD = "highs-ds"
+LP_OPTIONS = {"presolve": False}
+
+
+def clip_fractions(x: np.ndarray) -> np.ndarray:
+    """Clip to [0, 1] as Gavel does after every solve (removes solver round-off)."""
+    return np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+
+
+def active_mask(throughputs: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+    """Entries that may be non-zero: positive throughput on a type that has GPUs."""
+    return (np.asarray(throughputs) > 0) & (np.asarray(capacities) > 0)[None, :]
+
+
+def unique_rows(features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group identical rows: ``(first index, inverse, counts)`` of each class.
+
+    Identical jobs are interchangeable in every Gavel LP, and the centered
+    solution treats them identically (the barrier is symmetric), so the
+    policies solve one row per class with multiplicity ``counts``.
+    """
+    if features.shape[0] == 0:
+        empty = np.zeros(0, dtype=int)
+        return empty, empty, empty
+    _, first, inverse, counts = np.unique(
+        features, axis=0, return_index=True, return_inverse=True, return_counts=True
+    )
+    return first, inverse.reshape(-1), counts
+
+
+@dataclass(frozen=True, slots=True)
+class Variables:
+    """Index of the active entries: variable ``v`` is ``x[rows[v], cols[v]]``."""
+
+    shape: tuple[int, int]
+    rows: np.ndarray
+    cols: np.ndarray
+
+    @classmethod
+    def of(cls, active: np.ndarray) -> Variables:
+        rows, cols = np.nonzero(active)
+        return cls(active.shape, rows, cols)
+
+    @property
+    def count(self) -> int:
+        return int(self.rows.size)
+
+    def to_matrix(self, values: np.ndarray) -> np.ndarray:
+        x = np.zeros(self.shape)
+        x[self.rows, self.cols] = values[: self.count]
+        return x
+
+    def gather(self, matrix: np.ndarray) -> np.ndarray:
+        return np.asarray(matrix)[self.rows, self.cols]
+
+
+def base_constraints(
+    var: Variables, weights: np.ndarray, capacities: np.ndarray, extra_cols: int = 0
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``A x <= b`` for the capacity rows (first ``n``) then the per-job rows (next ``m``).
+
+    ``weights[i]`` is the GPUs one unit of ``x[i, j]`` holds (``k_i * s_i``);
+    ``extra_cols`` zero columns are appended for auxiliary variables.
+    """
+    m, n = var.shape
+    nv = var.count
+    data = np.concatenate([np.asarray(weights, dtype=float)[var.rows], np.ones(nv)])
+    row_idx = np.concatenate([var.cols, n + var.rows])
+    col_idx = np.concatenate([np.arange(nv), np.arange(nv)])
+    a = sp.csr_matrix((data, (row_idx, col_idx)), shape=(n + m, nv + extra_cols))
+    b = np.concatenate([np.asarray(capacities, dtype=float), np.ones(m)])
+    return a, b
+
+
+def demand_rows(
+    var: Variables, coef: np.ndarray, rows: np.ndarray, extra_cols: int, tau_coef: float | None = None
+) -> sp.csr_matrix:
+    """``-sum_j coef_ij x_ij (+ tau_coef * tau)`` for each job in ``rows``; tau is the last column."""
+    m, _ = var.shape
+    pos = np.full(m, -1)
+    pos[rows] = np.arange(rows.size)
+    keep = pos[var.rows] >= 0
+    vals = -np.asarray(coef, dtype=float)[var.rows[keep], var.cols[keep]]
+    r_idx, c_idx = pos[var.rows[keep]], np.nonzero(keep)[0]
+    if tau_coef is not None:
+        vals = np.concatenate([vals, np.full(rows.size, tau_coef)])
+        r_idx = np.concatenate([r_idx, np.arange(rows.size)])
+        c_idx = np.concatenate([c_idx, np.full(rows.size, var.count + extra_cols - 1)])
+    return sp.csr_matrix((vals, (r_idx, c_idx)), shape=(rows.size, var.count + extra_cols))
+
+
+def solve_lp(
+    c: np.ndarray,
+    a_ub: sp.spmatrix,
+    b_ub: np.ndarray,
+    bounds: np.ndarray,
+    what: str,
+) -> OptimizeResult:
+    """Minimize ``c @ z`` s.t. ``a_ub @ z <= b_ub`` and ``bounds``; raise SolverError unless optimal."""
+    try:
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method=LP_METHOD, options=LP_OPTIONS)
+    except ValueError as e:  # malformed input (NaN, inf coefficients)
+        raise SolverError(f"{what}: HiGHS rejected the problem ({e})") from None
+    if res.status != 0 or res.x is None:
+        raise SolverError(f"{what}: HiGHS did not find an optimal solution (status {res.status}: {res.message})")
+    return res
+
+
+def maxmin_lp(
+    var: Variables,
+    coef: np.ndarray,
+    weights: np.ndarray,
+    capacities: np.ndarray,
+    free: np.ndarray,
+    floors: np.ndarray | None = None,
+    what: str = "max-min LP",
+) -> tuple[float, np.ndarray]:
+    """Maximize ``tau`` s.t. ``coef_i . x_i >= tau`` for ``free`` rows, ``>= floors_i`` for the others.
+
+    Rows that are neither free nor have a finite floor are unconstrained.
+    Returns ``(tau, x)``; ``coef`` should be scaled so that ``tau`` is O(1)
+    (see :func:`scale_to_unit`).
+    """
+    a_base, b_base = base_constraints(var, weights, capacities, extra_cols=1)
+    free_rows = np.nonzero(free)[0]
+    blocks = [a_base]
+    rhs = [b_base]
+    if free_rows.size:
+        blocks.append(demand_rows(var, coef, free_rows, extra_cols=1, tau_coef=1.0))
+        rhs.append(np.zeros(free_rows.size))
+    if floors is not None:
+        fixed = np.nonzero(~free & np.isfinite(floors))[0]
+        if fixed.size:
+            blocks.append(demand_rows(var, coef, fixed, extra_cols=1))
+            rhs.append(-floors[fixed])
+    bounds = np.zeros((var.count + 1, 2))
+    bounds[:, 1] = np.inf
+    bounds[-1] = (-np.inf, np.inf) if free_rows.size else (0.0, 0.0)
+    c = np.zeros(var.count + 1)
+    c[-1] = -1.0
+    res = solve_lp(c, sp.vstack(blocks).tocsr(), np.concatenate(rhs), bounds, what)
+    return float(res.x[-1]), var.to_matrix(res.x)
+
+
+def scale_to_unit(coef: np.ndarray) -> tuple[np.ndarray, float]:
+    """Rescale ``coef`` by one positive factor so its typical row maximum is 1 (better HiGHS numerics)."""
+    row_max = coef.max(axis=1) if coef.size else np.zeros(0)
+    positive = row_max[row_max > 0]
+    factor = 1.0 / float(np.median(positive)) if positive.size else 1.0
+    return coef * factor, factor

@@ -1,0 +1,114 @@
+"""Shared LP helpers (hadar.policies.lp) and the interior-point centering (gavel.center)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from hadar.errors import SolverError
+from hadar.policies.gavel.center import Face, analytic_center, blend_start, center_face
+from hadar.policies.lp import (
+    Variables,
+    active_mask,
+    base_constraints,
+    clip_fractions,
+    maxmin_lp,
+    scale_to_unit,
+    solve_lp,
+    unique_rows,
+)
+
+
+def test_active_mask_needs_throughput_and_gpus():
+    t = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]])
+    assert active_mask(t, np.array([1.0, 1.0, 0.0])).tolist() == [[True, False, False], [False, True, False]]
+
+
+def test_base_constraints_rows_and_columns():
+    var = Variables.of(np.array([[True, False], [True, True]]))  # x00, x10, x11
+    a, b = base_constraints(var, np.array([1.0, 2.0]), np.array([4.0, 3.0]))
+    assert a.toarray().tolist() == [
+        [1.0, 2.0, 0.0],  # type 0: s_0 x00 + s_1 x10 <= 4
+        [0.0, 0.0, 2.0],  # type 1: s_1 x11 <= 3
+        [1.0, 0.0, 0.0],  # job 0 row sum
+        [0.0, 1.0, 1.0],  # job 1 row sum
+    ]
+    assert b.tolist() == [4.0, 3.0, 1.0, 1.0]
+
+
+def test_maxmin_lp_two_jobs_one_gpu():
+    # One GPU, job 0 twice as valuable per unit of time: max min(2 x0, x1) s.t. x0 + x1 <= 1 -> 2/3.
+    var = Variables.of(np.ones((2, 1), dtype=bool))
+    tau, x = maxmin_lp(var, np.array([[2.0], [1.0]]), np.ones(2), np.array([1.0]), np.ones(2, dtype=bool))
+    assert tau == pytest.approx(2 / 3)
+    assert x[:, 0] == pytest.approx([1 / 3, 2 / 3])
+
+
+def test_maxmin_lp_respects_floors_of_frozen_rows():
+    var = Variables.of(np.ones((2, 1), dtype=bool))
+    free = np.array([True, False])
+    tau, x = maxmin_lp(var, np.ones((2, 1)), np.ones(2), np.array([1.0]), free, floors=np.array([-np.inf, 0.75]))
+    assert tau == pytest.approx(0.25)
+    assert x[1, 0] >= 0.75 - 1e-9
+
+
+def test_solve_lp_raises_solver_error_when_infeasible():
+    with pytest.raises(SolverError, match="toy LP"):
+        solve_lp(np.ones(1), sp.csr_matrix([[1.0]]), np.array([-1.0]), np.array([[0.0, np.inf]]), "toy LP")
+
+
+def test_unique_rows_groups_identical_jobs():
+    first, inverse, counts = unique_rows(np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0]]))
+    assert counts.tolist() == [2, 1]
+    assert inverse.tolist() == [0, 1, 0]
+    assert first.tolist() == [0, 1]
+
+
+def test_clip_and_scale():
+    assert clip_fractions(np.array([-1e-9, 0.5, 1.0000001])).tolist() == [0.0, 0.5, 1.0]
+    coef, factor = scale_to_unit(np.array([[2.0, 1.0], [8.0, 0.0], [4.0, 4.0]]))
+    assert factor == pytest.approx(0.25)
+    assert coef.max(axis=1).tolist() == [0.5, 2.0, 1.0]
+
+
+def _face(m: int, n: int, caps, *, g=None, k=None, s=None) -> Face:
+    return Face(a=np.ones((m, n)), g=np.full(m, -np.inf) if g is None else np.asarray(g, float),
+                k=np.ones(m) if k is None else np.asarray(k, float), s=np.ones(m) if s is None else np.asarray(s, float),
+                capacities=np.asarray(caps, float), active=np.ones((m, n), dtype=bool))
+
+
+def test_analytic_center_of_a_simplex():
+    # max log x1 + log x2 + log(1 - x1 - x2) + log(100 - x1) + log(100 - x2): symmetric, and
+    # 1/x - 1/(1 - 2x) - 1/(100 - x) = 0 -> x = 0.332961 (1/3 without the far capacity rows).
+    x = analytic_center(_face(1, 2, [100.0, 100.0]), np.array([[0.1, 0.2]]))
+    assert x[0, 0] == pytest.approx(x[0, 1], abs=1e-9)
+    assert x[0, 0] == pytest.approx(0.3329613, abs=1e-6)
+
+
+def test_analytic_center_with_demand_floor():
+    # One variable: log x + log(1 - x) + log(x - 0.5) + log(100 - x): center of (0.5, 1) with a pull
+    # toward the middle; stationarity 1/x - 1/(1-x) + 1/(x-0.5) - 1/(100-x) = 0.
+    x = analytic_center(_face(1, 1, [100.0], g=[0.5]), np.array([[0.9]]))[0, 0]
+    assert 1 / x - 1 / (1 - x) + 1 / (x - 0.5) - 1 / (100 - x) == pytest.approx(0.0, abs=1e-5)
+
+
+def test_class_multiplicity_matches_duplicated_rows():
+    # Two identical jobs as one class with k=2 give the same point as two explicit rows.
+    caps = [1.0, 0.5]
+    merged = center_face(_face(1, 2, caps, k=[2.0]), np.zeros((1, 2)))
+    split = center_face(_face(2, 2, caps), np.zeros((2, 2)))
+    assert split[0] == pytest.approx(split[1], abs=1e-7)
+    assert merged[0] == pytest.approx(split[0], abs=1e-6)
+
+
+def test_blend_start_is_strictly_feasible():
+    face = _face(2, 2, [1.0, 1.0], g=[0.4, 0.4])
+    x0 = blend_start(face, np.array([[0.5, 0.0], [0.5, 0.0]]))  # on the boundary of x >= 0 and capacity
+    assert (x0 > 0).all() and (x0.sum(axis=0) < 1).all() and (x0.sum(axis=1) > 0.4).all()
+
+
+def test_blend_start_fails_on_an_empty_face():
+    face = _face(1, 1, [1.0], g=[2.0])  # a job can never exceed x = 1
+    with pytest.raises(SolverError):
+        blend_start(face, np.array([[1.0]]))
