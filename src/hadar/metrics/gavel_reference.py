@@ -1,0 +1,57 @@
+"""Gavel's published simulator numbers (spec/gavel.md section 5): seed 0, 360 s rounds,
+1 GPU per node, 1,920 s re-solve cadence, ECOS. (trace, cluster, table, policy) -> (avg JCT s, makespan s, util)."""
+
+REFERENCE = {
+    ("small_test", "4:4:4", "simulation"): {
+        "max_min_fairness": (305.9, 737.6, 0.407),
+        "max_min_fairness_perf": (148.2, 450.4, 0.459),
+        "finish_time_fairness": (260.2, 668.2, 0.371),
+        "finish_time_fairness_perf": (149.7, 450.4, 0.465),
+        "fifo_perf": (324.2, 623.1, 0.374),
+        "min_total_duration": (312.5, 662.0, 0.445),
+        "min_total_duration_perf": (189.2, 435.0, 0.420),
+        "max_sum_throughput_perf": (277.6, 744.3, 0.293),
+        "gandiva": (193.0, 385.6, 0.494),
+        "isolated": (303.5, 789.8, 0.372),
+    },
+    ("medium_test", "4:4:4", "simulation"): {
+        "max_min_fairness": (16574.3, 28818.0, 0.752),
+        "max_min_fairness_perf": (14546.2, 23410.0, 0.795),
+        "finish_time_fairness": (16582.9, 28529.2, 0.755),
+        "finish_time_fairness_perf": (14629.4, 23536.4, 0.796),
+        "fifo_perf": (14213.5, 32326.8, 0.583),
+        "min_total_duration": (18923.7, 25739.5, 0.845),
+        "min_total_duration_perf": (19025.1, 19230.9, 0.992),
+        "max_sum_throughput_perf": (14739.6, 24423.6, 0.792),
+        "gandiva": (15349.9, 24318.5, 0.656),
+        "isolated": (16553.0, 29303.2, 0.740),
+    },
+    ("artifact_evaluation", "4:4:4", "simulation"): {
+        "max_min_fairness": (2331.9, 3965.9, 0.635),
+        "max_min_fairness_perf": (1835.5, 3065.8, 0.653),
+        "finish_time_fairness": (2343.5, 4253.7, 0.611),
+        "finish_time_fairness_perf": (1952.0, 3047.8, 0.698),
+        "fifo_perf": (2547.8, 5590.5, 0.428),
+        "min_total_duration": (2326.1, 3965.9, 0.632),
+        "min_total_duration_perf": (2149.2, 2363.7, 0.924),
+        "max_sum_throughput_perf": (1883.7, 3751.3, 0.576),
+        "gandiva": (2160.0, 4753.3, 0.380),
+        "isolated": (2415.3, 4182.7, 0.630),
+    },
+    ("artifact_evaluation", "2:0:4", "physical"): {
+        "max_min_fairness": (5254.2, 7124.9, 0.856),
+        "max_min_fairness_perf": (4060.8, 5868.8, 0.832),
+        "finish_time_fairness": (5048.0, 7124.4, 0.841),
+        "finish_time_fairness_perf": (4262.3, 5819.9, 0.864),
+        "fifo_perf": (6552.9, 12880.3, 0.586),
+        "min_total_duration": (5265.6, 6335.5, 0.925),
+        "min_total_duration_perf": (4589.1, 5338.3, 0.904),
+        "max_sum_throughput_perf": (4003.0, 7204.4, 0.745),
+        "gandiva": (4830.3, 7141.1, 0.804),
+        "isolated": (5081.7, 6560.9, 0.887),
+    },
+}
+
+#: Deterministic policies: within 3 %. Type-agnostic ones (random type order): within 15 %.
+TOLERANCE = {name: 0.03 if name.endswith("_perf") else 0.15
+             for rows in REFERENCE.values() for name in rows}

@@ -1,0 +1,100 @@
+"""The CLI as a user meets it: subprocesses, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def hadar(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hadar.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, fragment: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("hadar: error: ") and fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["simulate", "--trace", "missing.trace"], "trace file not found: missing.trace"),
+    (["simulate", "--cluster", "4:-1:4"], "must not be negative"),
+    (["simulate", "--cluster", "h100=4"], "unknown GPU type(s) h100"),
+    (["simulate", "--policy", "nope"], "unknown policy 'nope'"),
+    (["simulate", "--throughputs", "nowhere.json"], "throughputs file not found"),
+    (["simulate", "--generate", "--jobs-per-hour", "-1", "--num-jobs", "5"], "jobs-per-hour must be positive"),
+    (["simulate", "--generate", "--jobs-per-hour", "1"], "needs --num-jobs N or --window A B"),
+    (["simulate", "--generate", "--jobs-per-hour", "1", "--num-jobs", "0"], "--num-jobs must be positive"),
+    (["simulate", "--window", "5", "2"], "needs 0 <= A < B"),
+    (["simulate", "--round-s", "0"], "round length must be positive"),
+    (["simulate", "--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_input_one_line_exit_2(args, fragment):
+    assert_one_line_error(hadar(*args), fragment)
+
+
+def test_malformed_trace_names_line(tmp_path):
+    p = tmp_path / "bad.trace"
+    p.write_text("A3C\tc\td\t-n\t1\t100\t1\t1\t-1\t0\nA3C\tc\td\t-n\t1\n")
+    assert_one_line_error(hadar("simulate", "--trace", str(p)), "bad.trace:2: expected 10 tab-separated fields")
+
+
+def test_unknown_job_type_names_line(tmp_path):
+    p = tmp_path / "bad.trace"
+    p.write_text("A3C\tc\td\t-n\t1\t100\t1\t1\t-1\t0\nGPT-9\tc\td\t-n\t1\t100\t1\t1\t-1\t0\n")
+    assert_one_line_error(hadar("simulate", "--trace", str(p), "--policy", "fifo_perf"),
+                          "bad.trace:2: unknown job type for 'GPT-9'")
+
+
+def test_job_no_gpu_can_run(tmp_path):
+    p = tmp_path / "big.trace"
+    p.write_text("ResNet-50 (batch size 64)\tc\td\t-n\t1\t100\t8\t1\t-1\t0\n")
+    assert_one_line_error(hadar("simulate", "--trace", str(p), "--cluster", "4:4:4", "--policy", "fifo_perf"),
+                          "big.trace:1: 'ResNet-50 (batch size 64)' needs 8 GPUs")
+
+
+def test_json_output_is_one_object_with_required_keys(tmp_path):
+    proc = hadar("simulate", "--trace", "small_test", "--cluster", "4:4:4", "--policy", "max_min_fairness_perf",
+                 "--json", "--out", str(tmp_path / "o"), "--ftf")
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    for key in ("policy", "jobs", "jobs_completed", "avg_jct_s", "median_jct_s", "p99_jct_s", "makespan_s",
+                "utilization", "avg_queuing_delay_s", "wall_s", "ftf_mean", "ftf_max"):
+        assert key in obj, key
+    assert obj["jobs"] == obj["jobs_completed"] == 20
+    assert obj["ftf_max"] >= obj["ftf_mean"] > 0
+    out = tmp_path / "o"
+    assert json.loads((out / "summary.json").read_text())["jobs"] == 20
+    assert len((out / "jobs.csv").read_text().splitlines()) == 21
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert {e["event"] for e in events} >= {"arrival", "round", "finish", "resolve"}
+
+
+def test_default_run_prints_a_table():
+    proc = hadar("simulate", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "avg_jct_s" in proc.stdout and "max_min_fairness_perf" in proc.stdout
+    assert "jobs_completed      96" in proc.stdout.replace(" ", " ") or "96" in proc.stdout
+
+
+def test_policies_lists_gavel_names():
+    proc = hadar("policies")
+    assert proc.returncode == 0
+    names = {line.split()[0] for line in proc.stdout.splitlines()}
+    assert {"max_min_fairness", "max_min_fairness_perf", "finish_time_fairness", "finish_time_fairness_perf",
+            "min_total_duration", "min_total_duration_perf", "max_sum_throughput_perf", "fifo", "fifo_perf",
+            "isolated", "gandiva", "max_min_fairness_water_filling_perf"} <= names
+
+
+def test_generated_window_run(tmp_path):
+    proc = hadar("simulate", "--generate", "--jobs-per-hour", "4", "--window", "10", "30", "--cluster", "4:4:4",
+                 "--policy", "fifo_perf", "--json")
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    assert obj["jobs"] == obj["jobs_completed"] == 20
