@@ -103,6 +103,10 @@ def run_compare(args: argparse.Namespace) -> int:
     print(format_table(results))
     b = results[0]
     print(f"limits: JCT bound {b['jct_bound_s'] / 3600:.2f} h, TTD bound {b['ttd_bound_s'] / 3600:.2f} h")
+    for r in results:
+        if r.get("ttd_forking_bound_s") is not None:
+            print(f"{r['policy']} forks jobs: its TTD/bound is against the forking TTD bound "
+                  f"{r['ttd_forking_bound_s'] / 3600:.2f} h")
     for p in written:
         print(f"wrote {p}")
     return 0

@@ -10,7 +10,7 @@ placed first). ``PlacementPlanner`` turns an allocation's explicit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, RoundPlan
@@ -18,13 +18,15 @@ from hadar.model.state import Allocation, SchedulerState
 
 
 def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
-                previous: Mapping[int, tuple[int, ...]]) -> dict[int, tuple[int, ...]]:
-    """GPU ids per job for ``counts[job][gpu_type]``; raises ValueError if a type is oversubscribed."""
+                previous: Mapping[int, tuple[int, ...]], busy: Collection[int] = ()) -> dict[int, tuple[int, ...]]:
+    """GPU ids per job for ``counts[job][gpu_type]`` among GPUs not ``busy``; raises ValueError if a
+    type is oversubscribed."""
     free: dict[str, dict[int, list[int]]] = {}  # type -> node -> free GPU ids
     for t in cluster.gpu_types:
         per_node: dict[int, list[int]] = {}
         for g in cluster.gpus_by_type[t]:
-            per_node.setdefault(cluster.node_of[g], []).append(g)
+            if g not in busy:
+                per_node.setdefault(cluster.node_of[g], []).append(g)
         free[t] = per_node
     chosen: dict[int, list[int]] = {jid: [] for jid in counts}
     need: dict[int, dict[str, int]] = {}
@@ -32,7 +34,7 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
         prev = previous.get(jid, ())
         left = {}
         for t, k in per_type.items():
-            keep = [g for g in prev if cluster.gpu_type_of[g] == t][:k]
+            keep = [g for g in prev if cluster.gpu_type_of[g] == t and g not in busy][:k]
             for g in keep:
                 free[t][cluster.node_of[g]].remove(g)
             chosen[jid].extend(keep)

@@ -62,6 +62,23 @@ class ThroughputTable:
             raise InputError(f"no throughput for job type {job_type!r} on {k} GPU(s) in {self.source or 'table'}") from None
         return float(per_type.get(gpu_type, 0.0))
 
+    def rate_on(self, job_type: str, k: int, gpu_type: str) -> float:
+        """Steps/s of ``job_type`` on ``k`` GPUs of ``gpu_type`` even where the table has no ``k`` entry.
+
+        A tabulated ``k`` is returned as is; otherwise the largest tabulated
+        ``k' < k`` scaled by ``k / k'`` (no speed-up beyond what was measured),
+        or, if every tabulated count is larger, the smallest one scaled down.
+        HadarE's copies (up to W GPUs of one node) use this.
+        """
+        if (job_type, k) in self.rates:
+            return self.get(job_type, k, gpu_type)
+        known = self.scale_factors(job_type)
+        if not known:
+            raise InputError(f"no throughput for job type {job_type!r} in {self.source or 'table'}")
+        below = [c for c in known if c < k]
+        ref = below[-1] if below else known[0]
+        return self.get(job_type, ref, gpu_type) * k / ref
+
     def row(self, job_type: str, k: int, gpu_types: Iterable[str]) -> tuple[float, ...]:
         return tuple(self.get(job_type, k, t) for t in gpu_types)
 

@@ -14,6 +14,7 @@ _DESCRIPTIONS: dict[str, str] = {}
 _BUILTIN_MODULES = (
     "hadar.policies.gavel",
     "hadar.policies.hadar",
+    "hadar.policies.hadare",
     "hadar.policies.yarn",
 )
 

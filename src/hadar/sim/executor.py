@@ -14,7 +14,8 @@ class SimulatedExecutor:
 
     A lease runs ``min(floor(rate * round), max_steps)`` steps and ends at
     ``start + steps / rate``; the round ends when the last lease ends.
-    Rate of a lease on GPUs of one type r: ``X[type, len(gpus), r]``; on
+    Rate of a lease on GPUs of one type r: ``X[type, len(gpus), r]`` (for a
+    count the table lacks, ``ThroughputTable.rate_on``'s scaling); on
     several types (Hadar's task-level placements): ``sync`` model = the
     slowest type's ``X[type, W, r]``; ``additive`` = sum over types of
     (GPUs of r) x ``X[type, W, r] / W``.
@@ -46,10 +47,8 @@ class SimulatedExecutor:
         k = len(lease.gpus)
         if len(types) == 1:
             (t,) = types
-            if self.table.has(lease.job_type, k):
-                return self.table.get(lease.job_type, k, t)
-            # k GPUs of one type for a W-task job with no k entry: scale linearly.
-            return self.table.get(lease.job_type, lease.scale_factor, t) * k / lease.scale_factor
+            # a HadarE copy may use k < W GPUs with no k entry: the table's rule for that
+            return self.table.rate_on(lease.job_type, k, t)
         w = lease.scale_factor
         if self.rate_model == "sync":
             return min(self.table.get(lease.job_type, w, t) for t in types)

@@ -71,7 +71,8 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
 
     ``rate_model`` (``sync`` or ``additive``) is how the executor paces a
     lease spanning GPU types; default: the policy's own ``rate_model``, else sync.
-    The summary carries the limits of spec/hadar.md section 5 (metrics/bound.py).
+    The summary carries the limits of spec/hadar.md section 5 (metrics/bound.py); for a
+    forking policy (``forks = True``: HadarE) TTD is taken against the forking limit.
     """
     if round_s <= 0:
         raise InputError(f"round length must be positive, got {round_s}")
@@ -94,7 +95,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     summary = summarize(ledger, rows, policy=pol.name, wall_s=stats.wall_s)
     summary.update(bound_summary([j for j in workload.jobs if j.job_id in measured], cluster, table,
                                  avg_jct_s=summary["avg_jct_s"], makespan_s=summary["makespan_s"],
-                                 start_s=ledger.first_arrival_s))
+                                 start_s=ledger.first_arrival_s, forking=getattr(pol, "forks", False)))
     summary["decision_s_per_round"] = (sum(stats.per_round_decision_s) / len(stats.per_round_decision_s)
                                        if stats.per_round_decision_s else 0.0)
     summary["solve_s_total"] = stats.solve_s

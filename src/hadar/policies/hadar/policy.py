@@ -14,6 +14,8 @@ of the round a checkpoint restore would cost.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from typing import ClassVar
 
 import numpy as np
@@ -70,14 +72,29 @@ class HadarPolicy:
 
     # -- the round's decision ------------------------------------------------------
     def allocate(self, state: SchedulerState) -> Allocation:
-        jobs = state.jobs
-        m, types = len(jobs), state.gpu_types
+        m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), placement={})
+        _, scale, _, counts, placement = self.place(state)
+        fractions = np.zeros((m, len(types)))
+        for i, c in counts.items():
+            for r, k in c.items():
+                fractions[i, r] = k / scale[i]
+        return Allocation.for_state(state, fractions, placement=placement)
+
+    def place(self, state: SchedulerState, reserved: Mapping[int, tuple[int, ...]] | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, dict[int, int]], dict[int, tuple[int, ...]]]:
+        """The round's placement on a non-empty state: (throughputs x, scale factors, utility values,
+        GPU counts per job index and type index, GPU ids per job id). HadarE builds on it: its
+        ``reserved`` jobs (job id -> GPU ids) are placed already; they sit out and their GPUs are taken."""
+        jobs = state.jobs
         x = state.throughput_matrix()
         scale = state.scale_factors()
         value = self.utility.values(x, self._context(state, scale))
-        value = np.where(x > 0, value, 0.0)
+        value = self.adjust_values(state, x, np.where(x > 0, value, 0.0))
+        reserved = reserved or {}
+        if reserved:
+            value[[i for i, j in enumerate(jobs) if j.job_id in reserved]] = 0.0
         horizon = None
         if self.guard is not None:
             best = np.where(x.max(axis=1) > 0, x.max(axis=1), 1.0)
@@ -85,15 +102,15 @@ class HadarPolicy:
             # the LP horizon is at least the best-type GPU-time over all GPUs: skip the LP when no job can be hot
             if t_rem.max() >= self.guard * float((t_rem * scale).sum()) / state.cluster.num_gpus:
                 horizon = min_time_lp(x / scale[:, None], state.remaining_steps(), state.cluster)[0]
-        counts = self._pack(state, x, value, scale.astype(int), horizon)
+        types = state.gpu_types
+        taken = {types.index(t): n for t, n in Counter(state.cluster.gpu_type_of[g]
+                                                        for gs in reserved.values() for g in gs).items()}
+        counts = self._pack(state, x, value, scale.astype(int), horizon, taken)
         prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
         placement = assign_gpus(state.cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()}
-                                                for i, c in counts.items()}, prev)
-        fractions = np.zeros((m, len(types)))
-        for i, c in counts.items():
-            for r, k in c.items():
-                fractions[i, r] = k / scale[i]
-        return Allocation.for_state(state, fractions, placement=placement)
+                                                for i, c in counts.items()}, prev,
+                                busy={g for gs in reserved.values() for g in gs})
+        return x, scale, value, counts, placement
 
     def _context(self, state: SchedulerState, scale: np.ndarray) -> UtilityContext:
         jobs = state.jobs
@@ -107,14 +124,14 @@ class HadarPolicy:
                               arrival, attained, weight)
 
     def _pack(self, state: SchedulerState, x: np.ndarray, value: np.ndarray,
-              scale: np.ndarray, horizon: float | None) -> dict[int, dict[int, int]]:
-        """Primal-dual pass then fill pass; returns job index -> {type index: GPU count}."""
-        cap = state.capacities().astype(int)
-        per_gpu = value.max(axis=1) / scale
-        live = per_gpu[per_gpu > 0]
-        if live.size == 0:
+              scale: np.ndarray, horizon: float | None, taken: dict[int, int]) -> dict[int, dict[int, int]]:
+        """Primal-dual pass then fill pass (``taken``: GPUs per type already in use); returns
+        job index -> {type index: GPU count}."""
+        book = self.price_book(state, value, scale)
+        if book is None:
             return {}
-        book = PriceBook(cap, float(live.min()), float(live.max()), self.steepness)
+        book.take(taken)
+        per_gpu = value.max(axis=1) / scale
         srt = np.sort(value, axis=1)
         regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
         order = np.lexsort((-regret, -per_gpu))  # ties: who loses most without its best type goes first
@@ -137,6 +154,18 @@ class HadarPolicy:
         if self.fill and book.free.sum() > 0:
             self._fill(book, x, value, scale, counts, waiting)
         return counts
+
+    def adjust_values(self, state: SchedulerState, x: np.ndarray, value: np.ndarray) -> np.ndarray:
+        """Hook for variants (HadarE) to reweigh the utilities before packing; Hadar keeps them."""
+        return value
+
+    def price_book(self, state: SchedulerState, value: np.ndarray, scale: np.ndarray) -> PriceBook | None:
+        """Fresh per-type prices between the lowest and highest best utility per GPU (None: no job has any)."""
+        per_gpu = value.max(axis=1) / scale
+        live = per_gpu[per_gpu > 0]
+        if live.size == 0:
+            return None
+        return PriceBook(state.capacities().astype(int), float(live.min()), float(live.max()), self.steepness)
 
     def _guarded_first(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, order: np.ndarray,
                        horizon: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,223 @@
+"""HadarE's forking: job copies on nodes with free GPUs, and the planner that leases them.
+
+A job may run as at most one **copy per node**; a copy uses 1..W GPUs of
+that one node (so it never synchronizes across nodes or GPU types) and
+progresses at ``X[type, k, r]`` (``ThroughputTable.rate_on``). Progress
+adds over copies (the ledger sums them).
+
+``offer_nodes`` is the primal-dual rule of spec section 4: after Hadar's
+placement, every node with free GPUs is offered to job copies. A job's
+best response is the copy (GPU type r, size k, on a node of type r that
+holds no copy of it yet) maximizing ``utility - prices of its k GPUs``,
+where the utility is the job's value per unit of rate on r times the
+copy's **useful** rate (a copy beyond what finishes the job this round is
+worth nothing). Copies are placed in decreasing payoff per GPU (a lazy
+greedy: payoffs only fall as prices rise and nodes fill); then a fill
+pass gives GPUs still free to copies with positive utility at zero price,
+so no node idles while a job it can run is unfinished; a last pass gives
+what is left to jobs that finish this round anyway, so they finish sooner.
+
+``ForkingPlanner`` turns an allocation's placement (job id -> every GPU of
+every copy) into leases: one per node the job uses, copy ids 0..k-1 in
+node order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from hadar.model.cluster import Cluster
+from hadar.model.plan import Lease, RoundPlan
+from hadar.model.state import Allocation, SchedulerState
+
+EPS = 1e-12
+
+
+class Prices(Protocol):
+    """The part of Hadar's ``PriceBook`` the forking rule needs."""
+
+    free: np.ndarray
+
+    def price(self, r: int, nth: int = 0) -> float: ...
+
+    def take(self, counts: dict[int, int]) -> None: ...
+
+
+@dataclass(slots=True)
+class CopyCandidate:
+    """One job as the forking rule sees it.
+
+    ``rates[r, k]``: steps/s of a copy on k GPUs of type r (column 0 is 0;
+    k up to W); ``unit_value[r]``: utility per step/s on type r (0: never
+    there); ``room_steps``: steps not yet covered this round by its copies;
+    ``held``: nodes that already hold a copy of it; ``prefer``: nodes it
+    held last round (kept when free: no restart).
+    """
+
+    index: int
+    rates: np.ndarray
+    unit_value: np.ndarray
+    room_steps: float
+    held: set[int] = field(default_factory=set)
+    prefer: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    r: int
+    k: int
+    utility: float
+    payoff: float
+
+    @property
+    def score(self) -> float:
+        return self.payoff / self.k
+
+
+class NodeFree:
+    """Free GPU ids per node, grouped by the node's GPU type index."""
+
+    def __init__(self, cluster: Cluster, free_gpus: Sequence[int]) -> None:
+        type_index = {t: r for r, t in enumerate(cluster.gpu_types)}
+        self.gpus: dict[int, list[int]] = {}
+        for g in sorted(free_gpus):
+            self.gpus.setdefault(cluster.node_of[g], []).append(g)
+        self.by_type: list[list[int]] = [[] for _ in cluster.gpu_types]
+        for n in sorted(self.gpus):
+            self.by_type[type_index[cluster.nodes[n].gpu_type]].append(n)
+
+    def total(self) -> int:
+        return sum(len(v) for v in self.gpus.values())
+
+    def largest(self, r: int, exclude: set[int]) -> int:
+        """Most free GPUs on one node of type r outside ``exclude`` (0 if none)."""
+        return max((len(self.gpus[n]) for n in self.by_type[r] if n not in exclude), default=0)
+
+    def pick(self, r: int, k: int, exclude: set[int], prefer: frozenset[int]) -> int:
+        """A node of type r with >= k free GPUs outside ``exclude``: a preferred one, else the best fit."""
+        fits = [n for n in self.by_type[r] if n not in exclude and len(self.gpus[n]) >= k]
+        return min(fits, key=lambda n: (n not in prefer, len(self.gpus[n]), n))
+
+    def take(self, node: int, k: int) -> list[int]:
+        got, self.gpus[node] = self.gpus[node][:k], self.gpus[node][k:]
+        return got
+
+
+def offer_nodes(nodes: NodeFree, book: Prices, jobs: Sequence[CopyCandidate],
+                round_s: float) -> dict[int, list[tuple[int, ...]]]:
+    """Place new copies on free GPUs; returns job index -> GPU ids of each new copy.
+
+    Mutates ``nodes``, ``book`` (GPUs taken in the priced pass) and each
+    candidate's ``held`` and ``room_steps``.
+    """
+    out: dict[int, list[tuple[int, ...]]] = {}
+    if nodes.total() == 0:
+        return out
+    for mode in (PRICED, FILL, SPEEDUP):
+        if nodes.total() == 0:
+            break
+        _greedy(nodes, book, jobs, round_s, out, mode)
+    return out
+
+
+PRICED, FILL, SPEEDUP = "priced", "fill", "speedup"
+
+
+def _greedy(nodes: NodeFree, book: Prices, jobs: Sequence[CopyCandidate], round_s: float,
+            out: dict[int, list[tuple[int, ...]]], mode: str) -> None:
+    heap: list[tuple[float, int]] = []
+    for pos, job in enumerate(jobs):
+        c = _best(nodes, book, job, round_s, mode)
+        if c is not None:
+            heap.append((-c.score, pos))
+    heapq.heapify(heap)
+    while heap and nodes.total() > 0:
+        _, pos = heapq.heappop(heap)
+        job = jobs[pos]
+        c = _best(nodes, book, job, round_s, mode)
+        if c is None:
+            continue
+        if heap and c.score < -heap[0][0] - EPS:  # stale: someone else may now be better
+            heapq.heappush(heap, (-c.score, pos))
+            continue
+        node = nodes.pick(c.r, c.k, job.held, job.prefer)
+        out.setdefault(job.index, []).append(tuple(nodes.take(node, c.k)))
+        if mode == PRICED:
+            book.take({c.r: c.k})
+        job.held.add(node)
+        job.room_steps = max(0.0, job.room_steps - job.rates[c.r, c.k] * round_s)
+        heapq.heappush(heap, (-c.score, pos))  # it may fork again on another node
+
+
+def _best(nodes: NodeFree, book: Prices, job: CopyCandidate, round_s: float, mode: str) -> _Choice | None:
+    """The job's best copy now: ``priced``: max payoff > 0; ``fill``: max utility > 0 at zero price
+    (fewest GPUs on ties); ``speedup``: the same, counting a copy's whole rate even when the job's
+    copies already finish it this round (it then finishes sooner; only for GPUs nobody else wants)."""
+    if job.room_steps <= 0 and mode != SPEEDUP:
+        return None
+    priced = mode == PRICED
+    best: _Choice | None = None
+    for r in np.flatnonzero(job.unit_value > 0):
+        r = int(r)
+        top = min(job.rates.shape[1] - 1, nodes.largest(r, job.held))
+        if priced:
+            top = min(top, int(book.free[r]))
+        cost = 0.0
+        for k in range(1, top + 1):
+            if priced:
+                cost += book.price(r, k - 1)
+            useful = job.rates[r, k] if mode == SPEEDUP else min(job.rates[r, k] * round_s, job.room_steps) / round_s
+            utility = job.unit_value[r] * useful
+            c = _Choice(r, k, utility, utility - cost)
+            key = c.payoff if priced else c.utility
+            if key > 0 and (best is None or key > (best.payoff if priced else best.utility) * (1 + 1e-9)):
+                best = c
+    return best
+
+
+class ForkingPlanner:
+    """Leases from ``allocation.placement``: one per node the job's GPUs are on (HadarE copies).
+
+    Copy ids follow node order (copy 0 on the lowest node index); a lease
+    is ``extended`` when the job held exactly these GPUs as one copy last
+    round. Jobs that finished since the allocation was made are skipped.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
+        placement = allocation.placement if allocation is not None and allocation.placement is not None else {}
+        before = {(lease.job_id, lease.gpus) for lease in previous.leases} if previous is not None else set()
+        leases: list[Lease] = []
+        for job in state.jobs:
+            gpus = placement.get(job.job_id)
+            if not gpus:
+                continue
+            for c, group in enumerate(split_by_node(self.cluster, gpus)):
+                leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
+                                    gpus=group, max_steps=job.remaining_steps, copy=c,
+                                    extended=(job.job_id, group) in before))
+        return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
+
+
+def split_by_node(cluster: Cluster, gpus: Sequence[int]) -> list[tuple[int, ...]]:
+    """GPU ids grouped by node, groups in node order (one copy per node)."""
+    groups: dict[int, list[int]] = {}
+    for g in sorted(gpus):
+        groups.setdefault(cluster.node_of[g], []).append(g)
+    return [tuple(groups[n]) for n in sorted(groups)]
+
+
+def copies_rate(cluster: Cluster, rates: np.ndarray, type_index: Mapping[str, int], gpus: Sequence[int]) -> float:
+    """Total steps/s of a job's copies on ``gpus`` (one copy per node), ``rates[r, k]`` as in CopyCandidate."""
+    total = 0.0
+    for group in split_by_node(cluster, gpus):
+        r = type_index[cluster.gpu_type_of[group[0]]]
+        total += float(rates[r, min(len(group), rates.shape[1] - 1)])
+    return total

@@ -1,0 +1,174 @@
+"""HadarE: forking planner, copy rates, the forking bound and the policy's invariants."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hadar.clock import VirtualClock
+from hadar.config import parse_cluster
+from hadar.engine import Engine
+from hadar.mechanism.forking import CopyCandidate, ForkingPlanner, NodeFree, offer_nodes, split_by_node
+from hadar.mechanism.ledger import JobLedger
+from hadar.metrics.bound import ttd_forking_bound_s
+from hadar.model.cluster import Cluster, Node
+from hadar.model.plan import Lease, RoundPlan
+from hadar.model.state import Allocation
+from hadar.model.throughput import ThroughputTable
+from hadar.policies import create
+from hadar.policies.hadar.pricing import PriceBook
+from hadar.sim.executor import SimulatedExecutor
+from hadar.sim.run import simulate
+from hadar.sim.trace import read_jobs
+from hadar.sim.workload import Workload
+from tests.helpers import job
+
+DATA = Path(__file__).parents[2] / "src" / "hadar" / "data"
+R50 = "ResNet-50 (batch size 64)"
+TOY = ThroughputTable({("a", 1): {"fast": 2.0, "slow": 1.0}, ("a", 2): {"fast": 4.0, "slow": 2.0},
+                       ("b", 1): {"fast": 1.0, "slow": 1.0}, ("c", 1): {"fast": 1.0}, ("c", 2): {"fast": 3.0}})
+
+
+def five_nodes(gpus: int) -> Cluster:
+    return parse_cluster(str(DATA / "clusters" / f"physical_5x{gpus}.yaml"))
+
+
+def leases_by_round(events):
+    return [e["leases"] for e in events if e["event"] == "round"]
+
+
+# -- copy rates -----------------------------------------------------------------------
+def test_rate_on_scales_from_the_largest_smaller_count(table) -> None:
+    assert table.rate_on(R50, 2, "v100") == table.get(R50, 2, "v100")
+    assert table.rate_on(R50, 3, "v100") == pytest.approx(table.get(R50, 2, "v100") * 3 / 2)
+    assert TOY.rate_on("c", 1, "fast") == 1.0
+    assert ThroughputTable({("d", 2): {"fast": 4.0}}).rate_on("d", 1, "fast") == pytest.approx(2.0)
+
+
+def test_executor_runs_a_short_copy_at_the_scaled_rate(table) -> None:
+    cluster = Cluster((Node("n", "v100", 4),))
+    lease = Lease(0, R50, 4, (0, 1, 2), 1e9)
+    assert SimulatedExecutor(cluster, table).rate(lease) == pytest.approx(table.rate_on(R50, 3, "v100"))
+
+
+# -- the forking bound ----------------------------------------------------------------
+def test_forking_bound_counts_one_copy_per_node() -> None:
+    big = Cluster((Node("n", "fast", 4),))
+    # b: 1 GPU per copy, one copy per node -> 1 step/s, not 4
+    assert ttd_forking_bound_s([job(0, "b", 1, 100.0)], big, TOY) == pytest.approx(100.0, rel=1e-6)
+    # two jobs share the node: 4 GPUs, each job at most 1 -> both in 100 s
+    assert ttd_forking_bound_s([job(0, "b", 1, 100.0), job(1, "b", 1, 100.0)], big, TOY) == pytest.approx(100.0)
+
+
+def test_forking_bound_allows_superlinear_copies() -> None:
+    # c on 2 fast GPUs: 3 steps/s (1.5 per GPU > 1 on one GPU); 300 steps -> 100 s, not 150
+    two = Cluster((Node("n", "fast", 2),))
+    assert ttd_forking_bound_s([job(0, "c", 2, 300.0)], two, TOY) == pytest.approx(100.0, rel=1e-6)
+
+
+# -- the offering rule ----------------------------------------------------------------
+def candidate(i: int, rate: float, unit: float, room: float, held=(), w: int = 1) -> CopyCandidate:
+    rates = np.array([[0.0] + [rate * k for k in range(1, w + 1)]])
+    return CopyCandidate(i, rates, np.array([unit]), room, set(held))
+
+
+def test_one_copy_per_node_and_saturation() -> None:
+    cluster = Cluster(tuple(Node(f"n{i}", "fast", 2) for i in range(3)))
+    nodes = NodeFree(cluster, range(cluster.num_gpus))
+    book = PriceBook(np.array([6]), 0.1, 1.0)
+    # job 0 needs 2 rounds' worth of one GPU: one 1-GPU copy covers half, two copies cover it
+    jobs = [candidate(0, 1.0, 1.0, room=720.0), candidate(1, 1.0, 0.5, room=1e9)]
+    got = offer_nodes(nodes, book, jobs, 360.0)
+    for copies in got.values():
+        assert len({cluster.node_of[c[0]] for c in copies}) == len(copies)  # distinct nodes
+        assert all(len({cluster.node_of[g] for g in c}) == 1 for c in copies)
+    assert len(got[1]) == 3  # W = 1: one GPU on each of the three nodes
+    assert sum(len(c) for c in got[0]) == 3  # 2 copies do its work; the speed-up pass adds the last GPU
+
+
+def test_priced_pass_leaves_poor_offers_to_the_fill_pass() -> None:
+    cluster = Cluster((Node("n", "fast", 1),))
+    book = PriceBook(np.array([1]), 10.0, 10.0)  # every GPU costs 10
+    jobs = [candidate(0, 1.0, 1.0, room=1e9)]  # utility 1 < price 10
+    got = offer_nodes(NodeFree(cluster, [0]), book, jobs, 360.0)
+    assert got == {0: [(0,)]}  # still placed: the zero-price fill pass
+    assert book.free[0] == 1  # the fill pass buys nothing
+
+
+def test_planner_splits_a_placement_into_per_node_copies(table) -> None:
+    cluster = five_nodes(4)
+    ledger = JobLedger(cluster, table, 360.0)
+    ledger.add(job(0, R50, sf=2))
+    state = ledger.snapshot(0.0)
+    gpus = (0, 1, 5, 8, 13, 16)
+    alloc = Allocation.for_state(state, np.zeros((1, 3)), placement={0: gpus})
+    plan = ForkingPlanner(cluster).plan(state, alloc, None)
+    assert [lease.copy for lease in plan.leases] == [0, 1, 2, 3, 4]
+    assert [lease.gpus for lease in plan.leases] == split_by_node(cluster, gpus)
+    again = ForkingPlanner(cluster).plan(state, alloc, RoundPlan(0.0, 360.0, plan.leases))
+    assert all(lease.extended for lease in again.leases)
+
+
+# -- the policy -----------------------------------------------------------------------
+@pytest.mark.parametrize("gpus", [1, 4])
+def test_single_job_on_an_idle_five_node_cluster_runs_as_five_copies(table, gpus: int) -> None:
+    cluster = five_nodes(gpus)
+    res = simulate([job(0, R50, sf=2, steps=200_000)], cluster, table, "hadare", record_events=True)
+    for leases in leases_by_round(res.events):
+        assert sorted(c for _, c, _, _ in leases) == [0, 1, 2, 3, 4]
+        assert sorted(cluster.node_of[g[0]] for _, _, g, _ in leases) == [0, 1, 2, 3, 4]
+        assert all(len(g) == min(2, gpus) for _, _, g, _ in leases)
+
+
+def test_no_node_ever_holds_two_copies_of_one_job(physical_table) -> None:
+    cluster = five_nodes(4)
+    jobs = read_jobs(DATA / "traces" / "hadare_physical.trace")
+    res = simulate(jobs, cluster, physical_table, "hadare", record_events=True)
+    scale = {j.job_id: j.scale_factor for j in jobs}
+    for leases in leases_by_round(res.events):
+        used = [g for _, _, gpus, _ in leases for g in gpus]
+        assert len(used) == len(set(used))  # no GPU leased twice
+        seen = set()
+        for jid, _, gpus, _ in leases:
+            nodes = {cluster.node_of[g] for g in gpus}
+            assert len(nodes) == 1 and len(gpus) <= scale[jid]  # a copy: one node, at most W GPUs
+            assert (jid, *nodes) not in seen
+            seen.add((jid, *nodes))
+    assert res.summary["jobs_completed"] == len(jobs)
+
+
+def test_progress_is_the_sum_of_copies_and_finish_is_exact(table) -> None:
+    cluster = five_nodes(1)
+    steps = 50_000
+    policy = create("hadare")
+    ledger = JobLedger(cluster, table, 360.0)
+    executor = SimulatedExecutor(cluster, table)
+    engine = Engine(policy, policy.make_planner(cluster, 0), executor, VirtualClock(), ledger)
+    engine.run(Workload([job(0, R50, sf=2, steps=steps)]))
+    rec = ledger.records[0]
+    assert sum(c.steps for c in rec.copies) == pytest.approx(steps)
+    rates = [table.get(R50, 1, cluster.gpu_type_of[g]) for g in range(cluster.num_gpus)]
+    full = sum(math.floor(r * 360.0) for r in rates)
+    round_len = max(math.floor(r * 360.0) / r for r in rates)  # a round ends when its last copy does
+    rounds = math.floor(steps / full)
+    left = steps - rounds * full
+    assert rec.finish_s == pytest.approx(rounds * round_len + left / sum(rates))
+    last = [c for c in rec.copies if c.round == rec.copies[-1].round]
+    assert sum(c.steps for c in last) == pytest.approx(left)
+
+
+def test_allocation_keeps_the_policy_contract(table) -> None:
+    cluster = parse_cluster("2:2:2", gpus_per_node=2)
+    ledger = JobLedger(cluster, table, 360.0)
+    for i, (jt, sf) in enumerate([(R50, 2), ("A3C", 1), ("ResNet-18 (batch size 64)", 4)]):
+        ledger.add(job(i, jt, sf=sf, steps=50_000))
+    state = ledger.snapshot(0.0)
+    alloc = create("hadare").allocate(state)
+    x = alloc.fractions
+    assert (x >= 0).all() and (x.sum(axis=1) <= 1 + 1e-9).all()
+    assert (alloc.shares().sum(axis=0) <= state.capacities() + 1e-9).all()
+    held = [g for gs in alloc.placement.values() for g in gs]
+    assert sorted(held) == list(range(cluster.num_gpus))  # nothing idles while jobs can use it
