@@ -29,6 +29,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of models, data and planner (default 0)")
     p.add_argument("--throughputs", help="starting throughput table (Gavel JSON, e.g. a previous run's "
                    "throughputs.json); default: calibrate here x Gavel's per-type ratios")
+    p.add_argument("--dilation", type=float, help="emulation only: stretch every step this much more "
+                   "(default: GPUs / CPU cores, at least 1, so the workers never need more CPU than there is)")
     p.add_argument("--address", help="join an existing Ray cluster (ray://... or HOST:PORT) instead of starting one")
     p.add_argument("--dashboard", nargs="?", const="127.0.0.1", metavar="HOST",
                    help="start Ray's dashboard (local cluster only), on 127.0.0.1 unless HOST is given")
@@ -49,6 +51,8 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
     if args.round_s <= 0:
         raise InputError(f"--round-s must be positive, got {args.round_s}")
+    if args.dilation is not None and args.dilation < 1:
+        raise InputError(f"--dilation must be at least 1, got {args.dilation}")
     if args.dashboard and args.address:
         raise InputError("--dashboard applies to the local cluster only; an existing cluster has its own")
     cluster = parse_cluster(args.cluster, args.gpus_per_node) if args.cluster else (
@@ -106,7 +110,8 @@ def main(args: argparse.Namespace) -> int:
     ckpt = args.checkpoint_dir or (args.out / "checkpoints" if args.out else None)
     try:
         result = run(jobs, cluster, args.policy, round_s=args.round_s, address=args.address, seed=args.seed,
-                     checkpoint_dir=ckpt, throughputs=table, dashboard_host=args.dashboard, on_event=on_event)
+                     checkpoint_dir=ckpt, throughputs=table, dashboard_host=args.dashboard, on_event=on_event,
+                     dilation=args.dilation)
     finally:
         progress.close()
     if args.out is not None:

@@ -37,6 +37,17 @@ def local_resources(cluster: Cluster) -> dict[str, float]:
     return res
 
 
+def dilation(num_gpus: int, cpus: int) -> float:
+    """Time dilation of an emulated cluster: every step is stretched this much more (>= 1).
+
+    With more emulated GPUs than cores, the workers would compete for the
+    cores and their speeds would depend on how many run at once; stretching
+    every step by ``GPUs / cores`` keeps the total CPU demand within the
+    cores, so a type's emulated speed stays close to ``native x f / dilation``.
+    """
+    return max(1.0, num_gpus / max(1, cpus))
+
+
 def _mirror_row(gavel: ThroughputTable, mirrors: str, k: int) -> Mapping[str, float] | None:
     if gavel.has(mirrors, k):
         return gavel.rates[(mirrors, k)]
@@ -72,8 +83,9 @@ def prior_table(native_rates: Mapping[str, float], cluster: Cluster, gavel: Thro
 
     ``native_rates[job_type]``: measured steps/s of one worker at full CPU
     speed. Entry for k GPUs of type t: ``k * native * f(t) * eff^(k>1)`` in
-    Gavel's units (a k-GPU iteration is k steps). Only the k values Gavel
-    has for the mirrored model are listed (a job may ask for those).
+    Gavel's units (a k-GPU iteration is k steps), ``f`` from ``factors``
+    (the emulated speeds, dilation included) or else Gavel's ratios. Only
+    the k values Gavel has for the mirrored model are listed.
     """
     rates: dict[tuple[str, int], dict[str, float]] = {}
     for jt, native in native_rates.items():
@@ -82,8 +94,12 @@ def prior_table(native_rates: Mapping[str, float], cluster: Cluster, gavel: Thro
             if not gavel.has(mirrors, k):
                 continue
             eff = dp_efficiency if k > 1 else 1.0
-            rates[(jt, k)] = {
-                t: k * native * eff * ((factors or {}).get((jt, k, t)) or speed_factor(gavel, jt, k, t, cluster.gpu_types))
-                for t in cluster.gpu_types
-            }
+            rates[(jt, k)] = {t: k * native * eff * _factor(factors, gavel, jt, k, t, cluster) for t in cluster.gpu_types}
     return ThroughputTable(rates, source="runtime prior (calibrated x Gavel ratios)")
+
+
+def _factor(factors: Mapping[tuple[str, int, str], float] | None, gavel: ThroughputTable, jt: str, k: int, t: str,
+            cluster: Cluster) -> float:
+    if factors is not None and (jt, k, t) in factors:
+        return factors[(jt, k, t)]
+    return speed_factor(gavel, jt, k, t, cluster.gpu_types)

@@ -207,9 +207,14 @@ class RayExecutor:
         return LeaseResult(lease.job_id, lease.copy, lease.gpus, steps, end, metrics=metrics)
 
     def _recover(self, p: _Pending, outcomes: list[LeaseOutcome | None]) -> None:
-        """Replace every worker of the lease that died or did not answer (same generation only)."""
-        for rank, g in enumerate(p.lease.gpus):
-            if outcomes[rank] is None and self.pool.generation[g] == p.gens[rank]:
+        """Replace every worker of the lease that died or did not answer (same generation only).
+
+        A lease that failed before dispatch (no rendezvous) blames its rank 0.
+        """
+        suspects = [0] if not p.refs else [r for r, o in enumerate(outcomes) if o is None]
+        for rank in suspects:
+            g = p.lease.gpus[rank]
+            if self.pool.generation[g] == p.gens[rank]:
                 self.pool.replace(g)
 
     def _observe(self, lease: Lease, steps: float, train_s: float) -> None:

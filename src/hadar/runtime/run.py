@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +43,8 @@ class RuntimeResult:
     summary: dict[str, Any]
     rows: list[JobRow]
     quality: dict[int, JobProgress]
-    measured: ThroughputTable
+    measured: ThroughputTable  # moving averages: the policies' final view
+    measured_mean: ThroughputTable  # whole-run means (what a simulation of this run should use)
     prior: ThroughputTable
     rounds: list[RoundStats]
     stats: RunStats
@@ -78,15 +80,22 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         throughputs: ThroughputTable | None = None, dashboard_host: str | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None, on_progress: Callable[[int], None] | None = None,
         on_dispatch: Callable[[int, RoundPlan], None] | None = None, on_pool: Callable[[WorkerPool], None] | None = None,
-        grace_s: float = 30.0) -> RuntimeResult:
-    """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds)."""
+        grace_s: float = 30.0, dilation: float | None = None) -> RuntimeResult:
+    """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds).
+
+    ``dilation`` (emulation only): stretch every step this much on top of
+    the GPU type's speed factor; default ``GPUs / cores`` (at least 1), so
+    the emulated workers never need more CPU than the machine has.
+    """
     if round_s <= 0:
         raise InputError(f"round length must be positive, got {round_s}")
     if not jobs:
         raise InputError("no jobs to run")
     jobs = resolve_jobs(jobs)
     pol = create(policy) if isinstance(policy, str) else policy
-    gavel = ThroughputTable.load()
+    spans = getattr(pol, "spans_types", False)
+    if cluster is not None:  # reject impossible jobs before starting anything
+        validate_jobs(jobs, cluster, throughputs or _shape_table(jobs, cluster), spans_types=spans)
     if address is None:
         if cluster is None:
             raise InputError("a local (emulated) run needs a cluster")
@@ -98,10 +107,8 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
     emit = _tee(events, on_event)
     pool = WorkerPool(cluster, sess.pins)
     try:
-        job_types = sorted({j.job_type for j in jobs})
-        factors = emulation.speed_factors(gavel, job_types, cluster) if sess.emulated else {}
-        prior = throughputs or emulation.prior_table(calibrate(job_types), cluster, gavel, factors or None)
-        validate_jobs(jobs, cluster, prior, spans_types=getattr(pol, "spans_types", False))
+        dil, factors, prior = _speeds(jobs, sess, throughputs, dilation)
+        validate_jobs(jobs, cluster, prior, spans_types=spans)
         pool.start()
         if on_pool is not None:
             on_pool(pool)
@@ -109,7 +116,7 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         ledger = JobLedger(cluster, prior, round_s)
         tracker = ThroughputTracker(prior)
         executor = RayExecutor(cluster, pool, clock, checkpoint_dir=checkpoint_dir or Path(tempfile.mkdtemp(
-            prefix="hadar-ckpt-")), speed=(lambda jt, k, t: factors.get((jt, k, t), 1.0)) if sess.emulated else None,
+            prefix="hadar-ckpt-")), speed=(lambda jt, k, t: factors.get((jt, k, t), 1.0)) if factors else None,
             tracker=tracker, on_table=lambda t: _refresh(ledger, t), on_event=emit, on_dispatch=on_dispatch,
             grace_s=grace_s, seed=seed)
         engine = Engine(pol, make_planner(pol, cluster, seed), executor, clock, ledger, on_event=emit,
@@ -122,7 +129,27 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
     rows = job_rows(ledger)
     summary = summarize(ledger, rows, policy=pol.name, wall_s=stats.wall_s)
     summary.update(_runtime_summary(stats, executor, pool, sess, round_s))
-    return RuntimeResult(summary, rows, executor.jobs, tracker.table(), prior, executor.rounds, stats, events)
+    summary["emulation_dilation"] = dil
+    return RuntimeResult(summary, rows, executor.jobs, tracker.table(), tracker.mean_table(), prior, executor.rounds,
+                         stats, events)
+
+
+def _shape_table(jobs: list[Job], cluster: Cluster) -> ThroughputTable:
+    """A table with the right keys (job type, GPU count) and dummy rates: enough to validate jobs."""
+    return emulation.prior_table({jt: 1.0 for jt in {j.job_type for j in jobs}}, cluster, ThroughputTable.load())
+
+
+def _speeds(jobs: list[Job], sess: session.RaySession, throughputs: ThroughputTable | None,
+            dilation: float | None) -> tuple[float, dict[tuple[str, int, str], float], ThroughputTable]:
+    """(dilation, emulated speed factors, the scheduler's starting table)."""
+    gavel = ThroughputTable.load()
+    job_types = sorted({j.job_type for j in jobs})
+    cluster = sess.cluster
+    if not sess.emulated:
+        return 1.0, {}, throughputs or emulation.prior_table(calibrate(job_types), cluster, gavel)
+    dil = dilation or emulation.dilation(cluster.num_gpus, os.cpu_count() or 1)
+    factors = {key: f / dil for key, f in emulation.speed_factors(gavel, job_types, cluster).items()}
+    return dil, factors, throughputs or emulation.prior_table(calibrate(job_types), cluster, gavel, factors)
 
 
 def _tee(events: list[dict[str, Any]], extra: Callable[[dict[str, Any]], None] | None) -> Callable[[dict[str, Any]], None]:
@@ -183,7 +210,8 @@ def quality_rows(result: RuntimeResult) -> list[dict[str, Any]]:
 
 
 def write_outputs(result: RuntimeResult, out: Path) -> None:
-    """summary.json, jobs.csv (simulate's columns + model quality), events.jsonl, throughputs.json."""
+    """summary.json, jobs.csv (simulate's columns + model quality), events.jsonl, and throughputs.json
+    (the measured whole-run mean steps/s, in Gavel's format: ``hadar simulate --throughputs`` reads it)."""
     import csv
 
     out.mkdir(parents=True, exist_ok=True)
@@ -201,7 +229,7 @@ def write_outputs(result: RuntimeResult, out: Path) -> None:
     with (out / "events.jsonl").open("w") as f:
         for e in result.events:
             f.write(json.dumps(e) + "\n")
-    (out / "throughputs.json").write_text(json.dumps(to_gavel_json(result.measured), indent=2) + "\n")
+    (out / "throughputs.json").write_text(json.dumps(to_gavel_json(result.measured_mean), indent=2) + "\n")
 
 
 def to_gavel_json(table: ThroughputTable) -> dict[str, dict[str, dict[str, float]]]:

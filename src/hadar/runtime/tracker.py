@@ -25,8 +25,9 @@ class ThroughputTracker:
         self.prior = prior
         self.alpha = alpha
         self.min_seconds = min_seconds
-        self.measured: dict[Key, float] = {}
+        self.measured: dict[Key, float] = {}  # moving average: what the policies see
         self.samples: dict[Key, int] = {}
+        self.totals: dict[Key, tuple[float, float]] = {}  # (steps, seconds) over the whole run
 
     def observe(self, job_type: str, k: int, gpu_type: str, steps: float, seconds: float) -> bool:
         """Record one lease's rate; ignored when it ran too briefly to say anything. True if recorded."""
@@ -37,14 +38,24 @@ class ThroughputTracker:
         old = self.measured.get(key)
         self.measured[key] = rate if old is None else self.alpha * rate + (1 - self.alpha) * old
         self.samples[key] = self.samples.get(key, 0) + 1
+        s, t = self.totals.get(key, (0.0, 0.0))
+        self.totals[key] = (s + steps, t + seconds)
         return True
 
     def table(self) -> ThroughputTable:
+        """The prior with the moving averages in (the scheduler's view)."""
+        return self._merge(self.measured, "runtime (measured moving average)")
+
+    def mean_table(self) -> ThroughputTable:
+        """The prior with whole-run means (total steps / total seconds) in: what the run saw on average."""
+        means = {k: s / t for k, (s, t) in self.totals.items() if t > 0}
+        return self._merge(means, "runtime (measured means)")
+
+    def _merge(self, measured: dict[Key, float], source: str) -> ThroughputTable:
         rates = {key: dict(v) for key, v in self.prior.rates.items()}
         for (jt, k), row in rates.items():
-            ratios = [self.measured[(jt, k, t)] / p for t, p in row.items()
-                      if (jt, k, t) in self.measured and p > 0]
+            ratios = [measured[(jt, k, t)] / p for t, p in row.items() if (jt, k, t) in measured and p > 0]
             corr = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else 1.0
             for t, p in row.items():
-                row[t] = self.measured.get((jt, k, t), p * corr)
-        return ThroughputTable(rates, source="runtime (measured moving average)")
+                row[t] = measured.get((jt, k, t), p * corr)
+        return ThroughputTable(rates, source=source)

@@ -91,6 +91,7 @@ class Worker:
             import torch.distributed
         except ImportError:
             pass
+        torch.optim.Adam(torch.nn.Linear(1, 1).parameters())  # its first use imports much of torch (~1 s)
 
     def info(self) -> dict[str, Any]:
         return {"gpu": self.gpu_id, "node": self.node, "gpu_type": self.gpu_type, "pid": os.getpid(),
@@ -143,7 +144,7 @@ class Worker:
         self._held = None
         ts = time.monotonic()
         data = self._dataset(wl, spec.seed)
-        state = wl.new_state(spec.seed, data)
+        state = wl.new_state(spec.seed, data, self.device)
         ckpt = checkpoint.load(spec.checkpoint)
         if ckpt is not None:
             state.model.load_state_dict(ckpt["model"])
@@ -205,7 +206,8 @@ class Worker:
             store = self._store
         else:
             store = dist.TCPStore(spec.store[0], spec.store[1], is_master=False, timeout=timedelta(seconds=60))
-        dist.init_process_group("gloo", store=dist.PrefixStore(spec.group, store), rank=spec.rank,
+        backend = "nccl" if self.device == "cuda" else "gloo"
+        dist.init_process_group(backend, store=dist.PrefixStore(spec.group, store), rank=spec.rank,
                                 world_size=spec.world, timeout=timedelta(seconds=spec.timeout_s))
         return True
 

@@ -48,13 +48,14 @@ class Workload:
         raise NotImplementedError
 
     # ---- shared machinery --------------------------------------------------
-    def new_state(self, seed: int, data: tuple[Any, Any] | None = None) -> TrainState:
+    def new_state(self, seed: int, data: tuple[Any, Any] | None = None, device: str = "cpu") -> TrainState:
+        """Fresh model + optimizer on ``device``; ``data`` (from ``make_data``) is moved there too."""
         import torch
 
-        model = self.build_model(seed)
+        model = self.build_model(seed).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=self.lr)
         train, test = data if data is not None else self.make_data(seed)
-        return TrainState(model, opt, train, test)
+        return TrainState(model, opt, _to(train, device), _to(test, device))
 
     def batch(self, state: TrainState, rank: int, world: int, seed: int) -> Any:
         """Rank ``rank``'s slice of global batch number ``state.iteration`` (epoch-wise shuffles)."""
@@ -67,7 +68,7 @@ class Workload:
         g = torch.Generator().manual_seed(seed * 100_003 + epoch)
         perm = torch.randperm(n, generator=g)
         start = (pos * world + rank) * self.batch_size
-        idx = perm[start:start + self.batch_size]
+        idx = perm[start:start + self.batch_size].to(data[0].device)
         out = tuple(t[idx] for t in data)
         return out if isinstance(state.train, tuple) else out[0]
 
@@ -85,3 +86,9 @@ class Workload:
 
     def better(self, new: float, old: float) -> bool:
         return new > old if self.higher_is_better else new < old
+
+
+def _to(data: Any, device: str) -> Any:
+    if isinstance(data, tuple):
+        return tuple(_to(d, device) for d in data)
+    return data.to(device)

@@ -1,0 +1,98 @@
+"""``hadar run``: input errors (no Ray needed), a small real run in-process, and ``--address``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hadar.cli import main
+from hadar.policies import available, register
+from tests.helpers import FastestTypePolicy
+
+CLUSTER_YAML = """nodes:
+  - {name: node-v100, gpu_type: v100, gpus: 2}
+  - {name: node-p100, gpu_type: p100, gpus: 1}
+  - {name: node-k80, gpu_type: k80, gpus: 1}
+"""
+POLICY = "test_fastest_runtime"
+if POLICY not in available():
+    register(POLICY, "test only: each job on its fastest type")(FastestTypePolicy)
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+@pytest.mark.parametrize("jobs, cluster, extra, message", [
+    ("jobs:\n  - {job_type: ResNet-50, total_steps: 10}\n", None, [], "unknown runtime job type 'ResNet-50'"),
+    ("jobs:\n  - {job_type: resnet, total_steps: -5}\n", None, [], "total steps must be positive"),
+    ("jobs:\n  - {job_type: resnet, total_stepz: 5}\n", None, [], "unknown job field"),
+    ("jobs:\n  - {job_type: recoder, total_steps: 10, scale_factor: 2}\n", None, [], "unknown scale factor 2"),
+    ("jobs:\n  - {job_type: lstm, total_steps: 10, scale_factor: 4}\n", None, [], "needs 4 GPUs"),
+    (None, "nodes:\n  - {name: a, gpu_type: v100, gpus: 0}\n", [], "gpus must be a positive integer"),
+    (None, "nodes: 3\n", [], "non-empty 'nodes' list"),
+    (None, None, ["--cluster", "v100=40"], "more than 16"),
+    (None, None, ["--round-s", "0"], "--round-s must be positive"),
+    (None, None, ["--address", "127.0.0.1:1", "--dashboard"], "--dashboard applies to the local cluster only"),
+    (None, None, ["--jobs", "/nonexistent/jobs.yaml"], "trace file not found"),
+])
+def test_bad_inputs_give_one_line_and_exit_2(tmp_path, capsys, jobs, cluster, extra, message):
+    argv = ["run"]
+    if jobs is not None:
+        argv += ["--jobs", _write(tmp_path, "jobs.yaml", jobs)]
+    if cluster is not None:
+        argv += ["--cluster", _write(tmp_path, "cluster.yaml", cluster)]
+    assert main(argv + extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hadar: error:") and message in err and "\n" not in err
+
+
+@pytest.mark.runtime
+def test_hadar_run_json_and_out(ray_session, tmp_path, capsys):
+    jobs = _write(tmp_path, "jobs.yaml", "jobs:\n  - {job_type: lstm, total_steps: 400}\n"
+                  "  - {job_type: recoder, total_steps: 800, arrival_s: 1}\n")
+    cluster = _write(tmp_path, "cluster.yaml", CLUSTER_YAML)
+    out = tmp_path / "out"
+    rc = main(["run", "--cluster", cluster, "--jobs", jobs, "--policy", POLICY, "--round-s", "3",
+               "--json", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    summary = json.loads(captured.out)
+    assert summary["jobs_completed"] == 2 and summary["policy"] == "test_fastest"
+    assert {q["metric"] for q in summary["quality"]} == {"perplexity", "recall@10"}
+    assert "round" in captured.err and "done" in captured.err  # live progress on stderr
+    for name in ("summary.json", "jobs.csv", "events.jsonl", "throughputs.json"):
+        assert (out / name).is_file()
+    assert (out / "checkpoints" / "job-0.pt").is_file()
+    header = (out / "jobs.csv").read_text().splitlines()[0]
+    assert header.startswith("job_id,job_type") and "quality_final" in header
+    # the measured table reads back as a Gavel table (it can seed the next run or a simulation)
+    from hadar.model.throughput import ThroughputTable
+
+    table = ThroughputTable.load(out / "throughputs.json")
+    assert table.has("LSTM-LM (batch size 20)", 1)
+
+
+@pytest.mark.runtime
+def test_hadar_run_joins_an_existing_cluster_with_address(ray_session, tmp_path):
+    import ray
+
+    gcs = ray.get_runtime_context().gcs_address
+    jobs = _write(tmp_path, "jobs.yaml", "jobs:\n  - {job_type: recoder, total_steps: 300}\n")
+    cluster = _write(tmp_path, "cluster.yaml", CLUSTER_YAML)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "hadar.cli", "run", "--address", gcs, "--cluster", cluster,
+                           "--jobs", jobs, "--policy", "hadar", "--round-s", "3", "--json", "--no-progress"],
+                          check=False, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    assert summary["jobs_completed"] == 1 and summary["ray_auth"] == "token"
+    assert summary["emulated"] is True  # the session's nodes have no real GPUs
