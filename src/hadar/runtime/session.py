@@ -91,8 +91,14 @@ def connect(address: str, cluster: Cluster | None = None) -> RaySession:
                              f"{str(e).splitlines()[0] if str(e) else ''} (with token authentication, the driver "
                              "needs the cluster's token: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)"
                              ) from None
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
     mode = auth_in_force()
+    if mode != "token" and os.environ.get("RAY_AUTH_MODE", "").lower() != "disabled":
+        ray.shutdown()
+        raise RuntimeFailure(f"the Ray cluster at {address} was joined without token authentication: anyone who "
+                             "can reach it can run code on it. Generate a token (`ray get-auth-token --generate`), "
+                             "give it to every node and this driver (~/.ray/auth_token or RAY_AUTH_TOKEN), start "
+                             "the nodes with RAY_AUTH_MODE=token, or set RAY_AUTH_MODE=disabled here to accept the risk")
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
     if cluster is not None:
         return RaySession(cluster, pins_for_file(cluster, nodes), emulated=not _has_gpus(nodes), address=address,
                           auth=mode)
