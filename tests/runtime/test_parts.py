@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -163,3 +164,45 @@ def test_detect_cluster_errors(nodes, match):
 def test_a_cluster_file_needs_its_nodes_on_the_ray_cluster():
     with pytest.raises(InputError, match="lacks nodes of the cluster file: b, c"):
         pins_for_file(CLUSTER, [_node({"hadar_node:a": 2})])
+
+
+# ---- the worker, in-process (no Ray): leases, extension, restore, foreign checkpoints ----------
+def _spec(tmp_path, **kw):
+    from hadar.runtime.worker import LeaseSpec
+
+    base = LeaseSpec(job_id=1, job_type="LSTM-LM (batch size 20)", seed=3, rank=0, world=1, max_iterations=5,
+                     budget_s=30.0, speed=1.0, checkpoint=str(tmp_path / "job-1.pt"), expect_steps=0.0, run_id="r1")
+    return dataclasses.replace(base, **kw)
+
+
+def test_worker_continues_in_memory_restores_elsewhere_and_ignores_other_runs(tmp_path):
+    from hadar.runtime.worker import Worker
+
+    a, b = Worker(0, "n", "v100"), Worker(1, "n", "k80")
+    first = a.run_lease(_spec(tmp_path))
+    assert first.ok and first.iterations == 5 and first.steps_total == 5 and not first.restored
+    assert first.finished  # max_iterations reached
+    again = a.run_lease(_spec(tmp_path, expect_steps=5.0))  # same worker, same progress: lease extension
+    assert again.ok and not again.restored and again.restore_s == 0.0 and again.steps_start == 5
+    moved = b.run_lease(_spec(tmp_path, expect_steps=10.0))  # another worker: restore from the checkpoint
+    assert moved.ok and moved.restored and moved.steps_start == 10 and moved.steps_total == 15
+    other = b.run_lease(_spec(tmp_path, run_id="r2", expect_steps=-1.0))  # a new run, same folder
+    assert other.ok and not other.restored and other.steps_start == 0
+    assert checkpoint.load(tmp_path / "job-1.pt")["run_id"] == "r2"
+
+
+def test_worker_emulated_speed_stretches_steps(tmp_path):
+    from hadar.runtime.worker import Worker
+
+    w = Worker(0, "n", "k80")
+    w.run_lease(_spec(tmp_path, max_iterations=3))  # warm up
+    fast = w.run_lease(_spec(tmp_path, max_iterations=40, expect_steps=3.0))
+    slow = w.run_lease(_spec(tmp_path, max_iterations=40, expect_steps=43.0, speed=0.25))
+    assert slow.train_s > 2.5 * fast.train_s
+
+
+def test_worker_stops_at_the_deadline(tmp_path):
+    from hadar.runtime.worker import Worker
+
+    out = Worker(0, "n", "v100").run_lease(_spec(tmp_path, max_iterations=10**9, budget_s=0.5))
+    assert out.ok and not out.finished and out.train_s < 3.0

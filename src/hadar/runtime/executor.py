@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -89,6 +90,7 @@ class RayExecutor:
         self.grace_s, self.seed = grace_s, seed
         self.jobs: dict[int, JobProgress] = {}
         self.rounds: list[RoundStats] = []
+        self.run_id = uuid.uuid4().hex
 
     def job(self, job_id: int, job_type: str) -> JobProgress:
         if job_id not in self.jobs:
@@ -134,7 +136,8 @@ class RayExecutor:
         base = LeaseSpec(job_id=lease.job_id, job_type=lease.job_type, seed=self.seed * 100_003 + lease.job_id,
                          rank=0, world=world, max_iterations=max(1, math.ceil(lease.max_steps / world - 1e-9)),
                          budget_s=budget, speed=speed, checkpoint=str(info.checkpoint), expect_steps=info.steps,
-                         store=store, group=f"job{lease.job_id}-r{round_no}/", timeout_s=self.grace_s)
+                         store=store, group=f"job{lease.job_id}-r{round_no}/", timeout_s=self.grace_s,
+                         run_id=self.run_id)
         refs = []
         for rank, actor in enumerate(actors):
             spec = base if rank == 0 else replace(base, rank=rank)

@@ -42,6 +42,7 @@ class LeaseSpec:
     store: tuple[str, int] | None = None  # rank 0's TCPStore for torch.distributed (world > 1)
     group: str = ""  # unique per lease: prefix of the process group's keys
     timeout_s: float = 60.0  # collective-operation timeout
+    run_id: str = ""  # checkpoints of other runs (same folder, same job id) are never restored
 
 
 @dataclass(slots=True)
@@ -146,6 +147,9 @@ class Worker:
         data = self._dataset(wl, spec.seed)
         state = wl.new_state(spec.seed, data, self.device)
         ckpt = checkpoint.load(spec.checkpoint)
+        if ckpt is not None and (ckpt.get("run_id") != spec.run_id or ckpt.get("job_type") != spec.job_type):
+            log.warning("ignoring %s: written by another run", spec.checkpoint)
+            ckpt = None
         if ckpt is not None:
             state.model.load_state_dict(ckpt["model"])
             state.optimizer.load_state_dict(ckpt["optimizer"])
@@ -193,7 +197,7 @@ class Worker:
     def _snapshot(self, spec: LeaseSpec, held: _Held, out: LeaseOutcome) -> dict[str, Any]:
         st = held.state
         return {"model": st.model.state_dict(), "optimizer": st.optimizer.state_dict(), "iteration": st.iteration,
-                "steps": held.steps, "job_id": spec.job_id, "job_type": spec.job_type,
+                "steps": held.steps, "job_id": spec.job_id, "job_type": spec.job_type, "run_id": spec.run_id,
                 "initial_metric": held.initial, "final_metric": out.metrics.get(workloads.get(spec.job_type).metric,
                                                                                 float("nan"))}
 
