@@ -48,6 +48,10 @@ class Inputs:
     def shape(self) -> tuple[int, int]:
         return self.throughputs.shape  # type: ignore[return-value]
 
+    def rates_for(self, gpu_types: tuple[str, ...], *, agnostic: bool) -> np.ndarray:
+        """The throughputs a policy sees: real ones, or the agnostic V100 view."""
+        return self.reference_rates(gpu_types) if agnostic else self.throughputs
+
     def reference_rates(self, gpu_types: tuple[str, ...]) -> np.ndarray:
         """Agnostic view: every type gets the job's rate on ``v100`` (else the first type)."""
         col = gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in gpu_types else 0

@@ -107,7 +107,7 @@ class _FinishTimeBase:
     type_agnostic: ClassVar[bool]
 
     def _throughputs(self, inp: Inputs, state: SchedulerState) -> np.ndarray:
-        raise NotImplementedError
+        return inp.rates_for(state.gpu_types, agnostic=self.type_agnostic)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         if not state.jobs:
@@ -129,8 +129,6 @@ class FinishTimeFairnessPerf(_FinishTimeBase):
     name: ClassVar[str] = "finish_time_fairness_perf"
     type_agnostic: ClassVar[bool] = False
 
-    def _throughputs(self, inp: Inputs, state: SchedulerState) -> np.ndarray:
-        return inp.throughputs
 
 
 @register("finish_time_fairness", "finish-time fairness, type-agnostic: every GPU treated as a V100 (Gavel)")
@@ -138,5 +136,3 @@ class FinishTimeFairness(_FinishTimeBase):
     name: ClassVar[str] = "finish_time_fairness"
     type_agnostic: ClassVar[bool] = True
 
-    def _throughputs(self, inp: Inputs, state: SchedulerState) -> np.ndarray:
-        return inp.reference_rates(state.gpu_types)

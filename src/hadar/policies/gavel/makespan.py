@@ -73,7 +73,7 @@ class _MakespanBase:
     type_agnostic: ClassVar[bool]
 
     def _throughputs(self, inp: Inputs, state: SchedulerState) -> np.ndarray:
-        raise NotImplementedError
+        return inp.rates_for(state.gpu_types, agnostic=self.type_agnostic)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         if not state.jobs:
@@ -88,8 +88,6 @@ class MinTotalDurationPerf(_MakespanBase):
     name: ClassVar[str] = "min_total_duration_perf"
     type_agnostic: ClassVar[bool] = False
 
-    def _throughputs(self, inp: Inputs, state: SchedulerState) -> np.ndarray:
-        return inp.throughputs
 
 
 @register("min_total_duration", "makespan minimization, type-agnostic: every GPU treated as a V100 (Gavel)")
@@ -97,5 +95,3 @@ class MinTotalDuration(_MakespanBase):
     name: ClassVar[str] = "min_total_duration"
     type_agnostic: ClassVar[bool] = True
 
-    def _throughputs(self, inp: Inputs, state: SchedulerState) -> np.ndarray:
-        return inp.reference_rates(state.gpu_types)
