@@ -8,6 +8,7 @@ type j; rows follow ``state.jobs``, columns ``state.gpu_types``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -120,3 +121,20 @@ def empty_allocation(state: SchedulerState, **kw: object) -> Allocation:
 def finish(state: SchedulerState, x: np.ndarray, active: np.ndarray, **kw: object) -> Allocation:
     """Clip to [0, 1], force zeros off ``active`` and wrap as an ``Allocation``."""
     return Allocation.for_state(state, np.where(active, clip_fractions(x), 0.0), **kw)  # type: ignore[arg-type]
+
+
+class GavelPolicyBase:
+    """Shared entry point: empty states, then ``solve`` on the throughputs this policy sees
+    (the real ones, or the V100 view for type-agnostic variants)."""
+
+    name: ClassVar[str]
+    type_agnostic: ClassVar[bool]
+
+    def allocate(self, state: SchedulerState) -> Allocation:
+        if not state.jobs:
+            return empty_allocation(state)
+        inp = Inputs.of(state)
+        return self.solve(state, inp, inp.rates_for(state.gpu_types, agnostic=self.type_agnostic))
+
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+        raise NotImplementedError

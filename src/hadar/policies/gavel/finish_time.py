@@ -29,7 +29,7 @@ import numpy as np
 
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel.center import FACE_TOL, interior_point
-from hadar.policies.gavel.common import Inputs, empty_allocation, finish, isolated_throughputs
+from hadar.policies.gavel.common import GavelPolicyBase, Inputs, finish, isolated_throughputs
 from hadar.policies.gavel.problem import ClassProblem
 from hadar.policies.lp import maxmin_lp, scale_to_unit
 from hadar.policies.registry import register
@@ -102,19 +102,10 @@ def solve_finish_time(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarr
     return prob.expand(x_cls, m), iso
 
 
-class _FinishTimeBase:
-    name: ClassVar[str]
-    type_agnostic: ClassVar[bool]
-
-    def _throughputs(self, inp: Inputs, state: SchedulerState) -> np.ndarray:
-        return inp.rates_for(state.gpu_types, agnostic=self.type_agnostic)
-
-    def allocate(self, state: SchedulerState) -> Allocation:
-        if not state.jobs:
-            return empty_allocation(state)
-        inp = Inputs.of(state)
+class _FinishTimeBase(GavelPolicyBase):
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
         cumulative = cumulative_isolated_time(state, state.memo)
-        x, iso = solve_finish_time(self._throughputs(inp, state), inp, cumulative)
+        x, iso = solve_finish_time(throughputs, inp, cumulative)
         ids = state.job_ids
         memo = {
             MEMO_CUMULATIVE: dict(zip(ids, cumulative.tolist())),
@@ -128,7 +119,6 @@ class _FinishTimeBase:
 class FinishTimeFairnessPerf(_FinishTimeBase):
     name: ClassVar[str] = "finish_time_fairness_perf"
     type_agnostic: ClassVar[bool] = False
-
 
 
 @register("finish_time_fairness", "finish-time fairness, type-agnostic: every GPU treated as a V100 (Gavel)")

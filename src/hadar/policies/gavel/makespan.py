@@ -23,7 +23,7 @@ import numpy as np
 
 from hadar.errors import SolverError
 from hadar.model.state import Allocation, SchedulerState
-from hadar.policies.gavel.common import Inputs, empty_allocation, finish
+from hadar.policies.gavel.common import GavelPolicyBase, Inputs, finish
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.registry import register
 
@@ -68,26 +68,15 @@ def solve_makespan(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
     return prob.expand(x_cls, m)
 
 
-class _MakespanBase:
-    name: ClassVar[str]
-    type_agnostic: ClassVar[bool]
-
-    def _throughputs(self, inp: Inputs, state: SchedulerState) -> np.ndarray:
-        return inp.rates_for(state.gpu_types, agnostic=self.type_agnostic)
-
-    def allocate(self, state: SchedulerState) -> Allocation:
-        if not state.jobs:
-            return empty_allocation(state)
-        inp = Inputs.of(state)
-        x = solve_makespan(self._throughputs(inp, state), inp)
-        return finish(state, x, inp.active)
+class _MakespanBase(GavelPolicyBase):
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+        return finish(state, solve_makespan(throughputs, inp), inp.active)
 
 
 @register("min_total_duration_perf", "makespan minimization, heterogeneity-aware (Gavel)")
 class MinTotalDurationPerf(_MakespanBase):
     name: ClassVar[str] = "min_total_duration_perf"
     type_agnostic: ClassVar[bool] = False
-
 
 
 @register("min_total_duration", "makespan minimization, type-agnostic: every GPU treated as a V100 (Gavel)")
