@@ -29,6 +29,18 @@ def _plt() -> Any:
     return plt
 
 
+def _save(plt: Any, fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str) -> Path:
+    """Label, grid and legend a line plot, write it as PNG and free the figure."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def utilization_series(events: Sequence[Mapping[str, Any]], num_gpus: int) -> tuple[np.ndarray, np.ndarray]:
     """(round start times in s, fraction of GPUs leased) from ``round`` events."""
     rounds = [e for e in events if e.get("event") == "round"]
@@ -45,15 +57,8 @@ def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path) -> Path:
         v = np.sort(np.asarray([x for x in values if x is not None], dtype=float)) / 3600.0
         if v.size:
             ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=name)
-    ax.set_xlabel("job completion time (h)")
-    ax.set_ylabel("fraction of jobs")
     ax.set_xscale("log")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, "job completion time (h)", "fraction of jobs")
 
 
 def utilization(series: Mapping[str, tuple[np.ndarray, np.ndarray]], path: Path) -> Path:
@@ -61,15 +66,8 @@ def utilization(series: Mapping[str, tuple[np.ndarray, np.ndarray]], path: Path)
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for name, (t, u) in series.items():
         ax.step(t / 3600.0, u, where="post", label=name, lw=1)
-    ax.set_xlabel("time (h)")
-    ax.set_ylabel("GPUs leased / all GPUs")
     ax.set_ylim(0, 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, path, "time (h)", "GPUs leased / all GPUs")
 
 
 def placement_timeline(events: Sequence[Mapping[str, Any]], gpu_labels: Sequence[str], path: Path,
