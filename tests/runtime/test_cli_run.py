@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hadar.cli import main
-from hadar.policies import available, register
+from hadar.policies import available
 from tests.helpers import FastestTypePolicy
 
 CLUSTER_YAML = """nodes:
@@ -20,8 +20,17 @@ CLUSTER_YAML = """nodes:
   - {name: node-k80, gpu_type: k80, gpus: 1}
 """
 POLICY = "test_fastest_runtime"
-if POLICY not in available():
-    register(POLICY, "test only: each job on its fastest type")(FastestTypePolicy)
+
+
+@pytest.fixture
+def test_policy(monkeypatch):
+    """A test-only policy name, registered for one test (other tests never see it)."""
+    from hadar.policies import registry
+
+    available()  # load the built-ins first
+    monkeypatch.setitem(registry._FACTORIES, POLICY, FastestTypePolicy)
+    monkeypatch.setitem(registry._DESCRIPTIONS, POLICY, "test only: each job on its fastest type")
+    return POLICY
 
 
 def _write(tmp_path: Path, name: str, text: str) -> str:
@@ -55,12 +64,12 @@ def test_bad_inputs_give_one_line_and_exit_2(tmp_path, capsys, jobs, cluster, ex
 
 
 @pytest.mark.runtime
-def test_hadar_run_json_and_out(ray_session, tmp_path, capsys):
+def test_hadar_run_json_and_out(ray_session, test_policy, tmp_path, capsys):
     jobs = _write(tmp_path, "jobs.yaml", "jobs:\n  - {job_type: lstm, total_steps: 400}\n"
                   "  - {job_type: recoder, total_steps: 800, arrival_s: 1}\n")
     cluster = _write(tmp_path, "cluster.yaml", CLUSTER_YAML)
     out = tmp_path / "out"
-    rc = main(["run", "--cluster", cluster, "--jobs", jobs, "--policy", POLICY, "--round-s", "3",
+    rc = main(["run", "--cluster", cluster, "--jobs", jobs, "--policy", test_policy, "--round-s", "3",
                "--json", "--out", str(out)])
     captured = capsys.readouterr()
     assert rc == 0, captured.err
