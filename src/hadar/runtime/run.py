@@ -93,6 +93,9 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         raise InputError("no jobs to run")
     jobs = resolve_jobs(jobs)
     pol = create(policy) if isinstance(policy, str) else policy
+    if getattr(pol, "forks", False):
+        raise InputError(f"policy {pol.name!r} forks jobs into copies (HadarE); the runtime cannot average "
+                         "copies' models yet: use a policy that does not fork (e.g. hadar)")
     spans = getattr(pol, "spans_types", False)
     if cluster is not None:  # reject impossible jobs before starting anything
         validate_jobs(jobs, cluster, throughputs or _shape_table(jobs, cluster), spans_types=spans)
