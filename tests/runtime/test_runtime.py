@@ -76,3 +76,37 @@ def test_a_worker_killed_mid_round_loses_at_most_that_round(ray_session, tmp_pat
     assert after["restored"]  # the new worker (or another GPU) restored the checkpoint
     assert sum(e["steps"] for e in ok) >= 3000
     assert checkpoint.load(res.quality[0].checkpoint)["steps"] >= 3000
+
+
+def _executor(tmp_path):
+    from hadar.clock import WallClock
+    from hadar.runtime.executor import RayExecutor
+    from hadar.runtime.pool import WorkerPool
+
+    pool = WorkerPool(demo_cluster())
+    pool.start()
+    return pool, RayExecutor(demo_cluster(), pool, WallClock(), checkpoint_dir=tmp_path, grace_s=15.0)
+
+
+def test_a_data_parallel_lease_across_gpu_types_and_a_rank_dying_in_it(ray_session, tmp_path):
+    from hadar.model.plan import Lease, RoundPlan
+
+    pool, ex = _executor(tmp_path)
+    try:
+        lease = Lease(job_id=7, job_type="ResNet (digits, batch size 32)", scale_factor=2, gpus=(1, 3), max_steps=1e6)
+        first = ex.run_round(RoundPlan(ex.clock.now(), 2.0, (lease,)))
+        (res,) = first.results
+        assert not res.failed and res.steps > 0 and res.steps % 2 == 0  # 2 steps per synchronous iteration
+        threading.Timer(1.5, pool.kill, args=(3,)).start()  # rank 1 dies mid-round
+        second = ex.run_round(RoundPlan(ex.clock.now(), 4.0, (lease,)))
+        (res2,) = second.results
+        assert res2.failed and res2.steps == 0
+        assert second.end_s - second.start_s < 15.0  # rank 0 noticed, no hang until the grace ran out
+        assert pool.replaced == 1
+        third = ex.run_round(RoundPlan(ex.clock.now(), 2.0, (lease,)))
+        (res3,) = third.results
+        assert not res3.failed
+        ckpt = checkpoint.load(ex.jobs[7].checkpoint)
+        assert ckpt["steps"] == pytest.approx(res.steps + res3.steps)  # the failed round added nothing
+    finally:
+        pool.shutdown()
