@@ -49,7 +49,6 @@ def _write(tmp_path: Path, name: str, text: str) -> str:
     (None, "nodes: 3\n", [], "non-empty 'nodes' list"),
     (None, None, ["--cluster", "v100=40"], "more than 16"),
     (None, None, ["--round-s", "0"], "--round-s must be positive"),
-    (None, None, ["--policy", "hadare"], "forks jobs into copies"),
     (None, None, ["--address", "127.0.0.1:1", "--dashboard"], "--dashboard applies to the local cluster only"),
     (None, None, ["--jobs", "/nonexistent/jobs.yaml"], "trace file not found"),
 ])

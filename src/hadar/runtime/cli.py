@@ -31,6 +31,9 @@ def add_parser(sub: Any) -> None:
                    "throughputs.json); default: calibrate here x Gavel's per-type ratios")
     p.add_argument("--dilation", type=float, help="emulation only: stretch every step this much more "
                    "(default: GPUs / CPU cores, at least 1, so the workers never need more CPU than there is)")
+    p.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
+                   help="forking policies (hadare): the merged optimizer state of a forked job comes from the copy "
+                   "that processed most samples (largest, default) or is the copies' sample-weighted average")
     p.add_argument("--address", help="join an existing Ray cluster (ray://... or HOST:PORT) instead of starting one")
     p.add_argument("--dashboard", nargs="?", const="127.0.0.1", metavar="HOST",
                    help="start Ray's dashboard (local cluster only), on 127.0.0.1 unless HOST is given")
@@ -111,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         result = run(jobs, cluster, args.policy, round_s=args.round_s, address=args.address, seed=args.seed,
                      checkpoint_dir=ckpt, throughputs=table, dashboard_host=args.dashboard, on_event=on_event,
-                     dilation=args.dilation)
+                     dilation=args.dilation, fork_optimizer=args.fork_optimizer)
     finally:
         progress.close()
     if args.out is not None:

@@ -27,7 +27,7 @@ from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
 from hadar.policies import create
 from hadar.policies.base import Policy
-from hadar.runtime import emulation, session, workloads
+from hadar.runtime import aggregate, emulation, session, workloads
 from hadar.runtime.executor import JobProgress, RayExecutor, RoundStats
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.tracker import ThroughputTracker
@@ -80,22 +80,24 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         throughputs: ThroughputTable | None = None, dashboard_host: str | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None, on_progress: Callable[[int], None] | None = None,
         on_dispatch: Callable[[int, RoundPlan], None] | None = None, on_pool: Callable[[WorkerPool], None] | None = None,
-        grace_s: float = 30.0, dilation: float | None = None) -> RuntimeResult:
+        grace_s: float = 30.0, dilation: float | None = None, fork_optimizer: str = "largest") -> RuntimeResult:
     """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds).
 
     ``dilation`` (emulation only): stretch every step this much on top of
     the GPU type's speed factor; default ``GPUs / cores`` (at least 1), so
     the emulated workers never need more CPU than the machine has.
+    ``fork_optimizer`` (HadarE): the merged optimizer state of a forked job is the ``largest`` copy's
+    (most samples) or the copies' ``average``.
     """
     if round_s <= 0:
         raise InputError(f"round length must be positive, got {round_s}")
     if not jobs:
         raise InputError("no jobs to run")
+    if fork_optimizer not in aggregate.OPTIMIZER_POLICIES:
+        raise InputError(f"fork optimizer policy must be one of {', '.join(aggregate.OPTIMIZER_POLICIES)}, "
+                         f"got {fork_optimizer!r}")
     jobs = resolve_jobs(jobs)
     pol = create(policy) if isinstance(policy, str) else policy
-    if getattr(pol, "forks", False):
-        raise InputError(f"policy {pol.name!r} forks jobs into copies (HadarE); the runtime cannot average "
-                         "copies' models yet: use a policy that does not fork (e.g. hadar)")
     spans = getattr(pol, "spans_types", False)
     if cluster is not None:  # reject impossible jobs before starting anything
         validate_jobs(jobs, cluster, throughputs or _shape_table(jobs, cluster), spans_types=spans)
@@ -121,7 +123,7 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         executor = RayExecutor(cluster, pool, clock, checkpoint_dir=checkpoint_dir or Path(tempfile.mkdtemp(
             prefix="hadar-ckpt-")), speed=(lambda jt, k, t: factors.get((jt, k, t), 1.0)) if factors else None,
             tracker=tracker, on_table=lambda t: _refresh(ledger, t), on_event=emit, on_dispatch=on_dispatch,
-            grace_s=grace_s, seed=seed)
+            grace_s=grace_s, seed=seed, fork_optimizer=fork_optimizer)
         engine = Engine(pol, make_planner(pol, cluster, seed), executor, clock, ledger, on_event=emit,
                         on_progress=on_progress)
         stats = engine.run(Workload(jobs))
@@ -194,6 +196,8 @@ def _runtime_summary(stats: RunStats, executor: RayExecutor, pool: WorkerPool, s
         "failed_leases": sum(r.failed for r in rounds),
         "worker_replacements": pool.replaced,
         "leases_continued_in_memory": sum(r.continued for r in rounds),
+        "merge_s_per_round": sum(r.merge_s for r in rounds) / n,
+        "forked_job_rounds": sum(r.forked_jobs for r in rounds),
         "jobs_improved": sum(1 for q in better if (q.final > q.initial if q.higher_is_better else q.final < q.initial)),
         "emulated": sess.emulated,
         "ray_auth": sess.auth,

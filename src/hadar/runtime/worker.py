@@ -43,6 +43,14 @@ class LeaseSpec:
     group: str = ""  # unique per lease: prefix of the process group's keys
     timeout_s: float = 60.0  # collective-operation timeout
     run_id: str = ""  # checkpoints of other runs (same folder, same job id) are never restored
+    # HadarE copies: copy ``copy`` of ``copies`` restores from ``restore_from`` (the canonical checkpoint),
+    # writes ``checkpoint`` (its own) and reads slices ``shard_offset + rank`` of ``shards`` of every
+    # global batch, so the copies of one round train on disjoint data
+    copy: int = 0
+    copies: int = 1
+    restore_from: str = ""  # "" = ``checkpoint``
+    shard_offset: int = 0
+    shards: int = 0  # 0 = ``world``
 
 
 @dataclass(slots=True)
@@ -61,6 +69,7 @@ class LeaseOutcome:
     loss: float = float("nan")
     metrics: dict[str, float] = field(default_factory=dict)
     error: str = ""
+    start_digest: str = ""  # fingerprint of the model weights this lease started from
 
 
 @dataclass(slots=True)
@@ -69,6 +78,7 @@ class _Held:
     state: Any  # workloads.TrainState
     steps: float  # table steps done (matches the checkpoint written at the end of the last lease)
     initial: float  # metric before any training
+    forked: bool = False  # trained as a HadarE copy since its restore: differs from the canonical checkpoint
 
 
 class Worker:
@@ -117,10 +127,11 @@ class Worker:
         try:
             held = self._ensure_state(spec, wl, out)
             out.steps_start = held.steps
+            out.start_digest = weights_digest(held.state.model)
             if spec.world > 1:
                 group = self._join_group(spec)
             self._train(spec, wl, held, out, t0)
-            if out.finished and spec.rank == 0:
+            if out.finished and spec.rank == 0 and spec.copies == 1:  # copies: the tracker evaluates the average
                 out.metrics[wl.metric] = wl.evaluate(held.state.model, held.state.test)
             if spec.rank == 0:
                 ts = time.monotonic()
@@ -140,15 +151,18 @@ class Worker:
 
     def _ensure_state(self, spec: LeaseSpec, wl: workloads.Workload, out: LeaseOutcome) -> _Held:
         held = self._held
-        if held is not None and held.job_id == spec.job_id and abs(held.steps - spec.expect_steps) < 1e-6:
+        if (held is not None and held.job_id == spec.job_id and not held.forked
+                and abs(held.steps - spec.expect_steps) < 1e-6):
+            held.forked = spec.copies > 1
             return held  # lease extension: continue in memory
         self._held = None
         ts = time.monotonic()
         data = self._dataset(wl, spec.seed)
         state = wl.new_state(spec.seed, data, self.device)
-        ckpt = checkpoint.load(spec.checkpoint)
+        source = spec.restore_from or spec.checkpoint
+        ckpt = checkpoint.load(source)
         if ckpt is not None and (ckpt.get("run_id") != spec.run_id or ckpt.get("job_type") != spec.job_type):
-            log.warning("ignoring %s: written by another run", spec.checkpoint)
+            log.warning("ignoring %s: written by another run", source)
             ckpt = None
         if ckpt is not None:
             state.model.load_state_dict(ckpt["model"])
@@ -158,6 +172,7 @@ class Worker:
             out.restored = True
         else:
             held = _Held(spec.job_id, state, 0.0, wl.evaluate(state.model, state.test))
+        held.forked = spec.copies > 1
         out.restore_s = time.monotonic() - ts
         self._held = held
         return held
@@ -177,11 +192,12 @@ class Worker:
         emulated = 0.0  # the emulated time spent so far, from ``start``
         reduce = _make_allreduce(spec) if spec.world > 1 else None
         stop = spec.max_iterations <= 0
+        shard, shards = spec.shard_offset + spec.rank, spec.shards or spec.world
         while not stop:
             ts = time.monotonic()
             last = out.iterations + 1 >= spec.max_iterations or ts - t0 >= spec.budget_s
             flag = torch.tensor([1.0 if last else 0.0])
-            out.loss = wl.train_step(held.state, spec.rank, spec.world, spec.seed,
+            out.loss = wl.train_step(held.state, shard, shards, spec.seed,
                                      functools.partial(reduce, flag=flag) if reduce else None)
             stop = bool(flag.item() > 0) if reduce else last
             out.iterations += 1
@@ -197,7 +213,8 @@ class Worker:
     def _snapshot(self, spec: LeaseSpec, held: _Held, out: LeaseOutcome) -> dict[str, Any]:
         st = held.state
         return {"model": st.model.state_dict(), "optimizer": st.optimizer.state_dict(), "iteration": st.iteration,
-                "steps": held.steps, "job_id": spec.job_id, "job_type": spec.job_type, "run_id": spec.run_id,
+                "steps": held.steps, "job_id": spec.job_id, "copy": spec.copy, "samples": out.iterations * spec.world
+                * workloads.get(spec.job_type).batch_size, "job_type": spec.job_type, "run_id": spec.run_id,
                 "initial_metric": held.initial, "final_metric": out.metrics.get(workloads.get(spec.job_type).metric,
                                                                                 float("nan"))}
 
@@ -225,6 +242,17 @@ class Worker:
     def crash(self) -> None:
         """Testing aid: die at once, as a worker killed by the OS would."""
         os._exit(1)
+
+
+def weights_digest(model: Any) -> str:
+    """A short fingerprint of a model's weights (parameters and buffers): equal weights, equal digest."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=8)
+    for name, t in model.state_dict().items():
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def _make_allreduce(spec: LeaseSpec) -> Any:

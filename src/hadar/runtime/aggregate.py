@@ -1,0 +1,116 @@
+"""HadarE's job tracker on the runtime: merge a forked job's copies into its canonical checkpoint.
+
+Every round, each copy of a forked job starts from the job's canonical
+checkpoint, trains on its own disjoint shard of every global batch and
+writes its own checkpoint (``copy_path``). The tracker then averages the
+copies' weights, weighted by the samples each processed (periodic model
+averaging: local SGD with one round per period), and writes the result
+atomically as the canonical checkpoint that every copy of the next round
+starts from. A copy that failed is simply left out: the others' work
+counts, and if none succeeded the canonical checkpoint is untouched.
+
+Optimizer state: ``largest`` takes it from the copy that processed the
+most samples; ``average`` averages its floating-point tensors with the same
+weights (integer entries come from the largest copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hadar.runtime import checkpoint
+
+OPTIMIZER_POLICIES = ("largest", "average")
+
+
+def copy_path(canonical: str | Path, copy: int) -> Path:
+    """Where copy ``copy`` of a forked job writes its checkpoint (next to the canonical one)."""
+    p = Path(canonical)
+    return p.with_name(f"{p.stem}.copy{copy}{p.suffix}")
+
+
+def average_tensors(states: Sequence[Mapping[str, Any]], weights: Sequence[float]) -> dict[str, Any]:
+    """Key-wise weighted mean of floating-point tensors (weights normalized to sum 1); every other
+    entry (integer tensors such as BatchNorm's ``num_batches_tracked``, numbers) comes from the state
+    with the largest weight. Nested dicts/lists (optimizer state) are averaged recursively."""
+    if not states:
+        raise ValueError("nothing to average")
+    if len(states) != len(weights) or any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise ValueError(f"need one non-negative weight per state with a positive sum, got {list(weights)}")
+    total = float(sum(weights))
+    norm = [float(w) / total for w in weights]
+    top = max(range(len(states)), key=lambda i: weights[i])
+    return _avg([s for s in states], norm, top)
+
+
+def _avg(values: Sequence[Any], w: Sequence[float], top: int) -> Any:
+    import torch
+
+    first = values[top]
+    if isinstance(first, torch.Tensor):
+        if not first.is_floating_point():
+            return first.clone()
+        acc = torch.zeros_like(first, dtype=torch.float64)
+        for v, wi in zip(values, w):
+            acc += v.to(torch.float64) * wi
+        return acc.to(first.dtype)
+    if isinstance(first, Mapping):
+        return {k: _avg([v[k] for v in values], w, top) for k in first}
+    if isinstance(first, list | tuple):
+        return type(first)(_avg([v[i] for v in values], w, top) for i in range(len(first)))
+    return first
+
+
+@dataclass(frozen=True, slots=True)
+class CopyResult:
+    """One copy's contribution this round: its checkpoint and the samples (steps) it processed."""
+
+    copy: int
+    path: Path
+    steps: float  # table steps this round (samples / per-worker batch size)
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """The canonical checkpoint after a round: progress and which copies it includes."""
+
+    steps: float  # the job's progress (table steps) in the canonical checkpoint
+    iteration: int
+    copies: tuple[int, ...]
+    state: dict[str, Any]
+
+
+def merge_copies(canonical: str | Path, start: Mapping[str, Any] | None, copies: Sequence[CopyResult], *,
+                 optimizer: str = "largest") -> Merged | None:
+    """Average the copies' checkpoints into ``canonical`` (atomic write); None if no copy succeeded.
+
+    ``start``: the canonical checkpoint the copies started from (None: a fresh job), for the starting
+    progress and iteration; the merged progress is start + the sum of the copies' steps.
+    """
+    if optimizer not in OPTIMIZER_POLICIES:
+        raise ValueError(f"optimizer policy must be one of {OPTIMIZER_POLICIES}, got {optimizer!r}")
+    done = [c for c in copies if c.steps > 0]
+    if not done:
+        return None
+    states = [checkpoint.load(c.path) for c in done]
+    if any(s is None for s in states):
+        missing = [str(c.path) for c, s in zip(done, states) if s is None]
+        raise FileNotFoundError(f"copy checkpoint(s) missing: {', '.join(missing)}")
+    weights = [c.steps for c in done]
+    top = max(range(len(done)), key=lambda i: weights[i])
+    head: dict[str, Any] = states[top]  # type: ignore[assignment]
+    model = average_tensors([s["model"] for s in states], weights)  # type: ignore[index]
+    opt = (average_tensors([s["optimizer"] for s in states], weights)  # type: ignore[index]
+           if optimizer == "average" else head["optimizer"])
+    steps0 = float(start["steps"]) if start is not None else 0.0
+    iter0 = int(start["iteration"]) if start is not None else 0
+    merged = dict(head)
+    merged.update(model=model, optimizer=opt, steps=steps0 + sum(weights),
+                  iteration=iter0 + max(c.iterations for c in done),  # copies split each global batch
+                  copies=[c.copy for c in done], copy_steps=list(weights))
+    checkpoint.save_atomic(merged, canonical)
+    return Merged(merged["steps"], merged["iteration"], tuple(c.copy for c in done), merged)

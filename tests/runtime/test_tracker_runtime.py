@@ -1,0 +1,67 @@
+"""HadarE on the real runtime (one Ray per session): forked copies, the job tracker's merges, a copy dying."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("ray")
+
+from hadar.model.job import Job
+from hadar.policies import available
+from hadar.runtime import aggregate, checkpoint, workloads
+from hadar.runtime.demo import demo_cluster
+from hadar.runtime.run import run
+
+pytestmark = pytest.mark.runtime
+
+
+def test_hadare_forks_merges_and_survives_a_copy_dying_mid_round(ray_session, tmp_path):
+    if "hadare" not in available():
+        pytest.skip("hadare is not registered in this tree")
+    jobs = [Job(0, "lstm", 1, 1600), Job(1, "resnet", 1, 700)]
+    victim: dict = {}
+
+    def on_pool(pool):
+        victim["pool"] = pool
+
+    def on_dispatch(round_no, plan):
+        copies = [le for le in plan.leases if le.job_id == 0]
+        if "gpu" not in victim and len(copies) >= 2:
+            victim["gpu"], victim["round"] = copies[-1].gpus[0], round_no
+            victim["copy"] = copies[-1].copy
+            threading.Timer(0.8, victim["pool"].kill, args=(copies[-1].gpus[0],)).start()
+
+    res = run(jobs, demo_cluster(), "hadare", round_s=3.0, checkpoint_dir=tmp_path, on_pool=on_pool,
+              on_dispatch=on_dispatch, grace_s=20.0)
+    s = res.summary
+    assert s["jobs_completed"] == 2 and "round" in victim
+    assert s["forked_job_rounds"] >= 1 and s["failed_leases"] == 1 and s["worker_replacements"] == 1
+    leases = [e for e in res.events if e["event"] == "lease"]
+    merges = {(e["job"], e["round"]): e for e in res.events if e["event"] == "merge"}
+    failed = [e for e in res.events if e["event"] == "lease_failed"]
+    assert [(e["job"], e["round"], e["copy"]) for e in failed] == [(0, victim["round"], victim["copy"])]
+    # the dead copy is left out of that round's average; the other copies' steps all count
+    m = merges[(0, victim["round"])]
+    assert victim["copy"] not in m["copies"] and m["copies"]
+    ok_then = [e for e in leases if e["job"] == 0 and e["round"] == victim["round"]]
+    assert sum(e["steps"] for e in ok_then) == pytest.approx(sum(m["steps"]))
+    by_round: dict[tuple[int, int], list[dict]] = defaultdict(list)
+    for e in leases:
+        by_round[(e["job"], e["round"])].append(e)
+    progress: dict[int, float] = {0: 0.0, 1: 0.0}
+    for (job, rnd), es in sorted(by_round.items(), key=lambda kv: kv[0][1]):
+        # every copy of a round starts from the same weights at the job's canonical progress
+        assert len({e["start_digest"] for e in es}) == 1, (job, rnd, es)
+        assert all(e["progress_from"] == pytest.approx(progress[job]) for e in es), (job, rnd, es)
+        progress[job] = merges[(job, rnd)]["progress_to"] if (job, rnd) in merges else es[0]["progress_to"]
+    for job in jobs:
+        ckpt = checkpoint.load(res.quality[job.job_id].checkpoint)
+        assert job.total_steps <= ckpt["steps"] <= job.total_steps + 8  # the sample budget, split over copies
+        q = res.quality[job.job_id]
+        assert q.final is not None and workloads.get(job.job_type).better(q.final, q.initial)
+    assert not list(tmp_path.glob("*.copy*"))  # copies' files are merged and removed
+    assert aggregate.copy_path(tmp_path / "job-0.pt", 1).name == "job-0.copy1.pt"
