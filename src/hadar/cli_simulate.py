@@ -121,14 +121,17 @@ def run_simulate(args: argparse.Namespace) -> int:
             iso = simulate(src, cluster, table, "isolated", progress=bar.update, **kwargs)
         result.summary.update(ftf(result.rows, iso.rows))
     if args.out is not None:
+        from hadar.metrics.plots import write_run_plots
+
         write_outputs(result, args.out)
+        write_run_plots(args.out, {result.summary["policy"]: result}, cluster)
     if args.json:
         emit_json(result.summary)
     else:
         print(format_summary(result.summary, cluster=args.cluster, workload=args.trace or
                              ("generated" if args.generate else DEFAULT_TRACE)))
         if args.out is not None:
-            print(f"wrote {args.out}/summary.json, jobs.csv, events.jsonl")
+            print(f"wrote {args.out}/summary.json, jobs.csv, events.jsonl and PNG plots")
     return 0
 
 

@@ -149,12 +149,5 @@ def write_compare_outputs(out: Path, results: list[dict[str, Any]], runs: dict[s
         write_outputs(runs[name], out / name)
     (out / "compare.json").write_text(json.dumps({"results": results}, indent=2) + "\n")
     written = [out / "compare.json"]
-    written.append(plots.jct_cdf({n: [row.jct_s for row in runs[n].rows] for n in names}, out / "jct_cdf.png"))
-    written.append(plots.utilization({n: plots.utilization_series(runs[n].events, cluster.num_gpus) for n in names},
-                                     out / "utilization.png"))
-    labels = [f"{g}:{t}" for g, t in enumerate(cluster.gpu_type_of)]
-    for n in names:
-        p = plots.placement_timeline(runs[n].events, labels, out / f"placement_{n}.png", title=f"placement: {n}")
-        if p is not None:
-            written.append(p)
+    written.extend(plots.write_run_plots(out, {n: runs[n] for n in names}, cluster))
     return written

@@ -72,6 +72,8 @@ def test_json_output_is_one_object_with_required_keys(tmp_path):
     out = tmp_path / "o"
     assert json.loads((out / "summary.json").read_text())["jobs"] == 20
     assert len((out / "jobs.csv").read_text().splitlines()) == 21
+    for png in ("jct_cdf.png", "utilization.png", "placement_max_min_fairness_perf.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert {e["event"] for e in events} >= {"arrival", "round", "finish", "resolve"}
 

@@ -92,3 +92,18 @@ def placement_timeline(events: Sequence[Mapping[str, Any]], gpu_labels: Sequence
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def write_run_plots(out: Path, runs: Mapping[str, Any], cluster: Any) -> list[Path]:
+    """JCT CDF, utilization over time and (small runs) placement timelines for runs keyed by
+    policy name (each with ``rows`` and ``events``), as PNG files in ``out``."""
+    names = list(runs)
+    written = [jct_cdf({n: [row.jct_s for row in runs[n].rows] for n in names}, out / "jct_cdf.png"),
+               utilization({n: utilization_series(runs[n].events, cluster.num_gpus) for n in names},
+                           out / "utilization.png")]
+    labels = [f"{g}:{t}" for g, t in enumerate(cluster.gpu_type_of)]
+    for n in names:
+        p = placement_timeline(runs[n].events, labels, out / f"placement_{n}.png", title=f"placement: {n}")
+        if p is not None:
+            written.append(p)
+    return written
