@@ -2,7 +2,8 @@
 measured window jobs [4000, 5000), max_min_fairness_perf, Gavel-compatible re-solve cadence.
 
 Gavel's own simulator (cvxpy + ECOS) took 534 s on this machine for this run and reported an
-average JCT of 20.3 h for the window. Goal: at most a tenth of that wall time.
+average JCT of 20.3 h for the window. Goal: at most a tenth of that wall time. Then the solve
+times of LAS, makespan and FTF at 32-2048 jobs (bench_policies.py) against Gavel's.
 
     .venv/bin/python bench/bench_steady_state.py [--window A B] [--policy NAME] [--default-mode]
 """
@@ -10,12 +11,17 @@ average JCT of 20.3 h for the window. Goal: at most a tenth of that wall time.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 from hadar.config import parse_cluster
 from hadar.model.throughput import ThroughputTable
 from hadar.sim.generate import JobGenerator
 from hadar.sim.run import simulate
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_policies
 
 GAVEL_WALL_S = 534.0
 GAVEL_AVG_JCT_H = 20.3
@@ -26,6 +32,7 @@ def main() -> None:
     ap.add_argument("--window", type=int, nargs=2, default=(4000, 5000))
     ap.add_argument("--policy", default="max_min_fairness_perf")
     ap.add_argument("--default-mode", action="store_true", help="re-solve every round with a change (not Gavel's cadence)")
+    ap.add_argument("--no-solve-times", action="store_true", help="skip the policy solve-time table")
     args = ap.parse_args()
     table = ThroughputTable.load()
     t0 = time.perf_counter()
@@ -41,6 +48,10 @@ def main() -> None:
           f"{s['avg_jct_s'] / 3600 / GAVEL_AVG_JCT_H:10.3f}")
     print(f"rounds {s['rounds']}, re-solves {s['resolves']}, solver time {s['solve_s_total']:.1f} s, "
           f"utilization {s['utilization']:.3f}, jobs completed {s['jobs_completed']}/{s['jobs']}")
+    if not args.no_solve_times:
+        print("\npolicy solve time, n jobs on n/4 GPUs of each type (bench/bench_policies.py):")
+        sys.argv = [sys.argv[0], "--policies", "max_min_fairness_perf,min_total_duration_perf,finish_time_fairness_perf"]
+        bench_policies.main()
 
 
 if __name__ == "__main__":
