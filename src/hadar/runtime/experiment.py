@@ -1,0 +1,226 @@
+"""``hadar experiment hadare``: Gavel vs Hadar vs HadarE on real training, side by side.
+
+The same real job set (5 jobs, 4 model families, one job much longer than
+the rest, as in HadarE's physical evaluation where a few long jobs decide
+the makespan) on the same emulated 5-node heterogeneous cluster (2 V100,
+2 P100, 1 K80; one GPU per node), under ``max_min_fairness_perf`` (Gavel),
+``hadar`` and ``hadare``, for several seeds. Every job trains exactly its
+``total_steps`` (the same sample budget under every policy; HadarE's copies
+split it). Reported per policy: TTD (makespan), average JCT, GPU
+utilization and each job's final held-out quality, as mean and spread
+(standard deviation, min..max) over the seeds.
+
+One local Ray instance serves every run; each run starts its own workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from hadar.errors import InputError
+from hadar.model.cluster import Cluster, Node
+from hadar.model.job import Job
+
+POLICIES = ("max_min_fairness_perf", "hadar", "hadare")
+LABELS = {"max_min_fairness_perf": "Gavel", "hadar": "Hadar", "hadare": "HadarE"}
+#: (job type, steps): 5 jobs, 4 families; the long LSTM job decides the makespan
+JOBS = (("resnet", 350), ("lstm", 2000), ("transformer", 300), ("recoder", 1500), ("lstm", 350))
+#: every emulated step stretched this much: 5 workers x 1/5 core leave the driver and Ray a core of 2
+#: (at the default GPUs / cores = 2.5, a busy cluster ran each worker at half the speed of an idle one)
+DILATION = 5.0
+
+
+def experiment_cluster() -> Cluster:
+    """5 nodes with one GPU each: 2 x V100, 2 x P100, 1 x K80 (``physical_5x1.yaml``'s layout)."""
+    return Cluster(tuple(Node(n, t, 1) for n, t in (("v100-0", "v100"), ("v100-1", "v100"), ("p100-0", "p100"),
+                                                    ("p100-1", "p100"), ("k80", "k80"))))
+
+
+def experiment_jobs(scale: float = 1.0) -> list[Job]:
+    return [Job(job_id=i, job_type=jt, scale_factor=1, total_steps=max(1, round(steps * scale)),
+                origin=f"experiment job {i}") for i, (jt, steps) in enumerate(JOBS)]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("experiment", help="real-training experiments on the emulated cluster",
+                       description="Real-training experiments (local Ray, emulated GPU speeds).")
+    esub = p.add_subparsers(dest="experiment", required=True)
+    h = esub.add_parser("hadare", help="Gavel vs Hadar vs HadarE: TTD, JCT, utilization and model quality",
+                        description=__doc__.split("\n\n")[1].replace("\n", " "))
+    h.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    h.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated (default {','.join(POLICIES)})")
+    h.add_argument("--scale", type=float, default=1.0, help="multiply every job's steps (default 1)")
+    h.add_argument("--round-s", type=float, default=4.0, help="round length in seconds (default 4)")
+    h.add_argument("--dilation", type=float, default=DILATION,
+                   help=f"emulation: stretch every step this much (default {DILATION:g}; see `hadar run --dilation`)")
+    h.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
+                   help="HadarE's merged optimizer state (default largest)")
+    h.add_argument("--out", type=Path, help="write experiment.json, runs.csv, quality.csv and one run "
+                   "folder per policy and seed (summary.json, jobs.csv, events.jsonl) here")
+    h.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    h.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    h.set_defaults(func=main)
+
+
+def _args(args: argparse.Namespace) -> tuple[list[int], list[str]]:
+    from hadar.policies import available
+
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise InputError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in available()]
+    if not seeds or not policies or unknown:
+        raise InputError(f"need at least one seed and known policies; unknown: {', '.join(unknown) or '-'}")
+    if args.scale <= 0 or args.round_s <= 0 or args.dilation < 1:
+        raise InputError("--scale and --round-s must be positive, --dilation at least 1")
+    return seeds, policies
+
+
+def main(args: argparse.Namespace) -> int:
+    from hadar.cli import emit_json
+    from hadar.runtime.cli import _check_runtime_deps
+
+    seeds, policies = _args(args)
+    _check_runtime_deps()
+    runs = run_experiment(policies, seeds, scale=args.scale, round_s=args.round_s, out=args.out,
+                          fork_optimizer=args.fork_optimizer, progress=not args.no_progress, dilation=args.dilation)
+    result = aggregate_runs(runs)
+    if args.out is not None:
+        write_experiment(result, args.out)
+    if args.json:
+        emit_json(result)
+    else:
+        print(format_table(result))
+        if args.out is not None:
+            print(f"\nwrote {args.out}/experiment.json, runs.csv, quality.csv and per-run folders")
+    return 0
+
+
+def run_experiment(policies: list[str], seeds: list[int], *, scale: float = 1.0, round_s: float = 4.0,
+                   out: Path | None = None, fork_optimizer: str = "largest", progress: bool = True,
+                   cluster: Cluster | None = None, jobs: list[Job] | None = None,
+                   dilation: float | None = DILATION) -> list[dict[str, Any]]:
+    """One run per (seed, policy), seeds outer; returns one record per run (summary + per-job quality)."""
+    import tempfile
+
+    import ray
+
+    from hadar.runtime import session
+    from hadar.runtime.run import quality_rows, run, write_outputs
+
+    cluster = cluster or experiment_cluster()
+    jobs = jobs or experiment_jobs(scale)
+    started = not ray.is_initialized()
+    session.start_local(cluster)
+    records = []
+    try:
+        for seed in seeds:
+            for pol in policies:
+                where = out / f"{pol}-seed{seed}" if out is not None else Path(tempfile.mkdtemp(prefix="hadar-exp-"))
+                res = run(jobs, cluster, pol, round_s=round_s, seed=seed, checkpoint_dir=where / "checkpoints",
+                          fork_optimizer=fork_optimizer, dilation=dilation)
+                if out is not None:
+                    write_outputs(res, where)
+                s = res.summary
+                if progress:
+                    sys.stderr.write(f"{LABELS.get(pol, pol):>7} seed {seed}: TTD {s['makespan_s']:.1f} s, avg JCT "
+                                     f"{s['avg_jct_s']:.1f} s, utilization {s['utilization']:.2f}\n")
+                records.append({"policy": pol, "seed": seed, "summary": s, "quality": quality_rows(res),
+                                "dir": str(where) if out is not None else None})
+    finally:
+        if started and ray.is_initialized():
+            ray.shutdown()
+    return records
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    v = [x for x in values if x is not None and not math.isnan(x)]
+    if not v:
+        return {"mean": float("nan"), "std": float("nan"), "min": float("nan"), "max": float("nan"), "n": 0}
+    return {"mean": statistics.fmean(v), "std": statistics.stdev(v) if len(v) > 1 else 0.0,
+            "min": min(v), "max": max(v), "n": len(v)}
+
+
+def aggregate_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per policy: mean/std/min/max over seeds of TTD, avg JCT, utilization and each job's final quality;
+    the Done-when ratios (HadarE TTD / Gavel TTD, HadarE utilization / Hadar utilization) per seed."""
+    policies = list(dict.fromkeys(r["policy"] for r in runs))
+    table: dict[str, Any] = {}
+    for pol in policies:
+        mine = [r for r in runs if r["policy"] == pol]
+        jobs: dict[int, dict[str, Any]] = {}
+        for r in mine:
+            for q in r["quality"]:
+                j = jobs.setdefault(q["job_id"], {"job_type": q["job_type"], "metric": q["metric"], "values": []})
+                j["values"].append(q["final"])
+        table[pol] = {"ttd_s": _spread([r["summary"]["makespan_s"] for r in mine]),
+                      "avg_jct_s": _spread([r["summary"]["avg_jct_s"] for r in mine]),
+                      "utilization": _spread([r["summary"]["utilization"] for r in mine]),
+                      "quality": {str(k): {**v, **_spread(v["values"])} for k, v in sorted(jobs.items())}}
+    ratios: dict[str, Any] = {}
+    by = {(r["policy"], r["seed"]): r["summary"] for r in runs}
+    seeds = sorted({r["seed"] for r in runs})
+
+    def per_seed(a: str, b: str, key: str) -> list[float]:
+        return [by[(a, s)][key] / by[(b, s)][key] for s in seeds if (a, s) in by and (b, s) in by and by[(b, s)][key]]
+
+    if "hadare" in table and "max_min_fairness_perf" in table:
+        ratios["hadare_ttd_over_gavel"] = _spread(per_seed("hadare", "max_min_fairness_perf", "makespan_s"))
+    if "hadare" in table and "hadar" in table:
+        ratios["hadare_util_over_hadar"] = _spread(per_seed("hadare", "hadar", "utilization"))
+    return {"policies": policies, "seeds": seeds, "table": table, "ratios": ratios,
+            "runs": [{k: v for k, v in r.items()} for r in runs]}
+
+
+def _pm(s: dict[str, float], fmt: str = ".1f") -> str:
+    if not s.get("n"):
+        return "-"
+    return f"{s['mean']:{fmt}} ± {s['std']:{fmt}}"
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The side-by-side table (mean ± std over seeds), then per-job quality, then the ratios."""
+    pols = result["policies"]
+    t = result["table"]
+    head = f"{'':<24}" + "".join(f"{LABELS.get(p, p):>20}" for p in pols)
+    lines = [f"seeds {','.join(map(str, result['seeds']))} (mean ± std)", head]
+    for key, name, fmt in (("ttd_s", "TTD (s)", ".1f"), ("avg_jct_s", "avg JCT (s)", ".1f"),
+                           ("utilization", "GPU utilization", ".3f")):
+        lines.append(f"{name:<24}" + "".join(f"{_pm(t[p][key], fmt):>20}" for p in pols))
+    first = t[pols[0]]["quality"]
+    for jid, q in first.items():
+        name = f"job {jid} {q['job_type'].split(' ')[0]} {q['metric']}"
+        lines.append(f"{name[:24]:<24}" + "".join(f"{_pm(t[p]['quality'].get(jid, {}), '.3f'):>20}" for p in pols))
+    for key, label in (("hadare_ttd_over_gavel", "HadarE TTD / Gavel TTD (goal <= 0.5)"),
+                       ("hadare_util_over_hadar", "HadarE util / Hadar util (goal >= 1.45)")):
+        if key in result["ratios"]:
+            r = result["ratios"][key]
+            lines.append(f"{label}: {r['mean']:.2f} (per seed {r['min']:.2f}..{r['max']:.2f})")
+    return "\n".join(lines)
+
+
+def write_experiment(result: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "experiment.json").write_text(json.dumps(result, indent=2) + "\n")
+    with (out / "runs.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["policy", "seed", "ttd_s", "avg_jct_s", "utilization", "rounds", "failed_leases", "dir"])
+        for r in result["runs"]:
+            s = r["summary"]
+            w.writerow([r["policy"], r["seed"], s["makespan_s"], s["avg_jct_s"], s["utilization"], s["rounds"],
+                        s.get("failed_leases", 0), r["dir"] or ""])
+    with (out / "quality.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["policy", "seed", "job_id", "job_type", "metric", "initial", "final"])
+        for r in result["runs"]:
+            for q in r["quality"]:
+                w.writerow([r["policy"], r["seed"], q["job_id"], q["job_type"], q["metric"], q["initial"], q["final"]])
