@@ -31,7 +31,7 @@ from hadar.model.job import Job
 POLICIES = ("max_min_fairness_perf", "hadar", "hadare")
 LABELS = {"max_min_fairness_perf": "Gavel", "hadar": "Hadar", "hadare": "HadarE"}
 #: (job type, steps): 5 jobs, 4 families; the long LSTM job decides the makespan
-JOBS = (("resnet", 350), ("lstm", 2000), ("transformer", 300), ("recoder", 1500), ("lstm", 350))
+JOBS = (("resnet", 260), ("lstm", 1500), ("transformer", 220), ("recoder", 1100), ("lstm", 260))
 #: every emulated step stretched this much: 5 workers x 1/5 core leave the driver and Ray a core of 2
 #: (at the default GPUs / cores = 2.5, a busy cluster ran each worker at half the speed of an idle one)
 DILATION = 5.0
@@ -57,7 +57,7 @@ def add_parser(sub: Any) -> None:
     h.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     h.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated (default {','.join(POLICIES)})")
     h.add_argument("--scale", type=float, default=1.0, help="multiply every job's steps (default 1)")
-    h.add_argument("--round-s", type=float, default=4.0, help="round length in seconds (default 4)")
+    h.add_argument("--round-s", type=float, default=3.0, help="round length in seconds (default 3)")
     h.add_argument("--dilation", type=float, default=DILATION,
                    help=f"emulation: stretch every step this much (default {DILATION:g}; see `hadar run --dilation`)")
     h.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
@@ -105,7 +105,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_experiment(policies: list[str], seeds: list[int], *, scale: float = 1.0, round_s: float = 4.0,
+def run_experiment(policies: list[str], seeds: list[int], *, scale: float = 1.0, round_s: float = 3.0,
                    out: Path | None = None, fork_optimizer: str = "largest", progress: bool = True,
                    cluster: Cluster | None = None, jobs: list[Job] | None = None,
                    dilation: float | None = DILATION) -> list[dict[str, Any]]:
