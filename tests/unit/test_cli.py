@@ -10,7 +10,7 @@ import pytest
 
 
 def hadar(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hadar.cli", *args], capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "hadar.cli", *args], capture_output=True, text=True, cwd=cwd, check=False,
                           timeout=300)
 
 
