@@ -180,8 +180,16 @@ def test_policy_contract_on_gavel_jobs(name: str, kw: dict, table) -> None:
 
 def test_makespan_guard_runs_the_critical_job_first() -> None:
     # the long job alone needs longer than the LP limit of all remaining work: it gets the fast GPU
-    got = placed("hadar", ONE_FAST_ONE_SLOW, [job(0, "long", 40000), job(1, "short", 400)])
+    got = placed("hadar", ONE_FAST_ONE_SLOW, [job(0, "long", 40000), job(1, "short", 400)], guard_quiet=None)
     assert got[0] == ["fast"]
+
+
+def test_makespan_guard_waits_until_arrivals_stop() -> None:
+    # a job arrived just now: the cluster is not draining, so shortest-remaining-first still rules;
+    # once no job has arrived for a tenth of the horizon, the critical job goes first
+    jobs = [job(0, "long", 40000), job(1, "short", 400, arrival=1000.0)]
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=1000.0)[1] == ["fast"]
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=1e6)[0] == ["fast"]
 
 
 @pytest.mark.parametrize("name", ["hadar", "yarn_cs"])

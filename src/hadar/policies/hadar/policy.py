@@ -43,7 +43,10 @@ class HadarPolicy:
     1 for every ``aging_s`` seconds it has waited without GPUs (None: off).
     ``restart_s``: checkpoint-restore cost charged to any placement other
     than the job's previous one (0, as Gavel's simulator). ``fill``: run
-    the fill pass.
+    the fill pass. ``guard``: makespan guard threshold (None: off).
+    ``guard_quiet``: the guard acts only once no job has arrived for
+    ``guard_quiet`` x the LP horizon (the cluster is draining); while jobs
+    keep arriving, finishing today's longest job first only costs JCT.
     """
 
     name: ClassVar[str] = "hadar"
@@ -53,7 +56,7 @@ class HadarPolicy:
 
     def __init__(self, *, utility: str = "jct", rate_model: str = "sync", steepness: float = 0.25,
                  exponent: float = 1.0, aging_s: float | None = None, restart_s: float = 0.0,
-                 fill: bool = True, guard: float | None = 1.0) -> None:
+                 fill: bool = True, guard: float | None = 1.0, guard_quiet: float | None = 0.1) -> None:
         if rate_model not in ("sync", "additive"):
             raise InputError(f"unknown rate model {rate_model!r} (sync or additive)")
         if steepness < 0 or restart_s < 0 or (aging_s is not None and aging_s <= 0):
@@ -66,6 +69,7 @@ class HadarPolicy:
         self.restart_s = restart_s
         self.fill = fill
         self.guard = guard
+        self.guard_quiet = guard_quiet
 
     def make_planner(self, cluster: Cluster, seed: int) -> PlacementPlanner:
         return PlacementPlanner(cluster)
@@ -171,6 +175,10 @@ class HadarPolicy:
                        horizon: float) -> tuple[np.ndarray, np.ndarray]:
         """Makespan guard: jobs whose remaining best-type time is at least ``guard`` x the
         LP limit on finishing all remaining work go first, valued above everyone."""
+        if self.guard_quiet is not None:
+            last_arrival = max(j.arrival_s for j in state.jobs)
+            if state.now_s - last_arrival < self.guard_quiet * horizon:
+                return order, value  # jobs still arriving: the cluster is not draining
         best = np.where(x.max(axis=1) > 0, x.max(axis=1), 1.0)
         t_rem = state.remaining_steps() / best
         hot = t_rem >= self.guard * horizon
