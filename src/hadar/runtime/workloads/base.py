@@ -35,6 +35,14 @@ class Workload:
     lr: ClassVar[float] = 1e-3
 
     def build_model(self, seed: int) -> Any:
+        """The workload's network with weights drawn from ``seed`` (identical for equal seeds)."""
+        import torch
+
+        torch.manual_seed(seed)
+        return self.network(torch.nn)
+
+    def network(self, nn: Any) -> Any:
+        """A fresh ``nn.Module`` (``nn`` is ``torch.nn``); seeding is done by ``build_model``."""
         raise NotImplementedError
 
     def make_data(self, seed: int) -> tuple[Any, Any]:

@@ -38,11 +38,9 @@ class DigitsResNet(Workload):
     higher_is_better = True
     lr = 3e-3
 
-    def build_model(self, seed: int) -> Any:
+    def network(self, nn: Any) -> Any:
         import torch
 
-        torch.manual_seed(seed)
-        nn = torch.nn
         return nn.Sequential(
             nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
             _block(torch, 16, 16, 1), _block(torch, 16, 32, 2), _block(torch, 32, 32, 1),

@@ -69,11 +69,7 @@ class LstmLM(_LM):
     batch_size = 20
     lr = 1e-2
 
-    def build_model(self, seed: int) -> Any:
-        import torch
-
-        torch.manual_seed(seed)
-        nn = torch.nn
+    def network(self, nn: Any) -> Any:
 
         class Net(nn.Module):
             def __init__(self) -> None:
@@ -97,11 +93,9 @@ class TinyTransformer(_LM):
     batch_size = 16
     lr = 3e-3
 
-    def build_model(self, seed: int) -> Any:
+    def network(self, nn: Any) -> Any:
         import torch
 
-        torch.manual_seed(seed)
-        nn = torch.nn
 
         class Net(nn.Module):
             def __init__(self) -> None:

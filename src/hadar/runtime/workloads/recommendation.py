@@ -24,11 +24,7 @@ class Recoder(Workload):
     higher_is_better = True
     lr = 3e-3
 
-    def build_model(self, seed: int) -> Any:
-        import torch
-
-        torch.manual_seed(seed)
-        nn = torch.nn
+    def network(self, nn: Any) -> Any:
         return nn.Sequential(nn.Dropout(0.2), nn.Linear(ITEMS, 64), nn.Tanh(), nn.Linear(64, ITEMS))
 
     def make_data(self, seed: int) -> tuple[Any, Any]:
