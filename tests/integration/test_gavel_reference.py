@@ -1,11 +1,13 @@
 """Gavel-compatible mode reproduces Gavel's published simulator (spec/gavel.md section 5).
 
 The mechanism is exact: fed ECOS's own allocations it reproduces every row below to 0.1 %
-(see tests/unit/test_policies_ecos_reference.py for the allocation-level check). The rows in
-KNOWN_DEVIATIONS differ because ECOS, an interior-point solver, stops at an arbitrary point of
-a large optimal face (makespan: a feasibility LP with no objective; FTF: a min-max whose
-non-bottleneck jobs are free; max-sum: entries of 1e-6 that reorder who gets spare GPUs) and
-because Gavel's `gandiva` pairs jobs on shared GPUs (space sharing), which we do not model.
+(see tests/unit/test_policies_ecos_reference.py for the allocation-level check). Where ECOS,
+an interior-point solver, stops at an arbitrary point of a large optimal face (makespan: a
+feasibility LP with no objective; FTF: a min-max whose non-bottleneck jobs are free; max-sum:
+entries of 1e-6 that reorder who gets spare GPUs), gavel-compat mode solves cvxpy's problem
+with our reimplementation of ECOS's iterations (policies/gavel/ecos_ipm.py) to land on the
+same point. The rows in KNOWN_DEVIATIONS differ because Gavel's `gandiva` pairs jobs on
+shared GPUs (space sharing), which we do not model.
 They are marked xfail(strict): fixing one makes the test fail until it is removed from the list.
 """
 
@@ -20,10 +22,6 @@ from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
 
 KNOWN_DEVIATIONS = {
-    ("small_test", "4:4:4", "min_total_duration_perf"): "ECOS's point in the makespan feasibility set",
-    ("artifact_evaluation", "4:4:4", "min_total_duration_perf"): "ECOS's point in the makespan feasibility set",
-    ("artifact_evaluation", "4:4:4", "finish_time_fairness_perf"): "ECOS's point in the FTF optimal face",
-    ("artifact_evaluation", "2:0:4", "max_sum_throughput_perf"): "ECOS's near-zero entries order spare GPUs",
     ("small_test", "4:4:4", "gandiva"): "Gavel's gandiva packs job pairs on one GPU; ours does not pack",
     ("medium_test", "4:4:4", "gandiva"): "Gavel's gandiva packs job pairs on one GPU; ours does not pack",
 }

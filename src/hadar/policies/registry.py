@@ -51,6 +51,15 @@ def describe() -> dict[str, str]:
     return {n: _DESCRIPTIONS[n] for n in sorted(_FACTORIES)}
 
 
+def factory(name: str) -> Callable[..., Policy]:
+    """The registered factory (usually the class) for ``name``; unknown names raise ``InputError``."""
+    _load_builtins()
+    try:
+        return _FACTORIES[name]
+    except KeyError:
+        raise InputError(f"unknown policy {name!r}; known: {', '.join(sorted(_FACTORIES))}") from None
+
+
 def create(name: str, **kwargs: Any) -> Policy:
     """Instantiate a registered policy; unknown names raise ``InputError``."""
     _load_builtins()

@@ -20,6 +20,7 @@ from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
 from hadar.policies import create
 from hadar.policies.base import Policy
+from hadar.policies.registry import factory
 from hadar.sim.executor import SimulatedExecutor
 from hadar.sim.workload import Workload
 
@@ -76,7 +77,10 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     """
     if round_s <= 0:
         raise InputError(f"round length must be positive, got {round_s}")
-    pol = create(policy, **(policy_kwargs or {})) if isinstance(policy, str) else policy
+    kwargs = dict(policy_kwargs or {})
+    if isinstance(policy, str) and gavel_compat and getattr(factory(policy), "reference_solver", False):
+        kwargs.setdefault("solver", "ecos")  # Gavel's solver: reproduce ECOS's point, not just an optimum
+    pol = create(policy, **kwargs) if isinstance(policy, str) else policy
     spans = getattr(pol, "spans_types", False)
     if isinstance(source, list):
         validate_jobs(source, cluster, table, spans_types=spans)

@@ -500,9 +500,9 @@ def solve_conic(c: np.ndarray, g: sp.spmatrix, h: np.ndarray, dims: dict, a: sp.
         nyz = max(ny + nz, 1.0)
         pinfres = hresx / nyz if (hz + by) / nyz < -RELTOL else np.nan
         dinfres = max(hresy / max(nx, 1.0), hresz / max(nx + ns, 1.0)) if cx / max(nx, 1.0) < -RELTOL else np.nan
-        return dict(rx=rx, ry=ry, rz=rz, rt=rt, cx=cx, by=by, hz=hz, gap=gap, mu=mu, pcost=pcost, dcost=dcost,
-                    relgap=relgap, pres=pres, dres=dres, pinfres=pinfres, dinfres=dinfres, kapovert=kap / tau,
-                    tau=tau, kap=kap)
+        return {"rx": rx, "ry": ry, "rz": rz, "rt": rt, "cx": cx, "by": by, "hz": hz, "gap": gap, "mu": mu,
+                "pcost": pcost, "dcost": dcost, "relgap": relgap, "pres": pres, "dres": dres, "pinfres": pinfres,
+                "dinfres": dinfres, "kapovert": kap / tau, "tau": tau, "kap": kap}
 
     def check(st: dict, inacc: bool) -> str | None:
         feastol, abstol, reltol = (FTOL_INACC, ATOL_INACC, RTOL_INACC) if inacc else (FEASTOL, ABSTOL, RELTOL)
@@ -523,7 +523,7 @@ def solve_conic(c: np.ndarray, g: sp.spmatrix, h: np.ndarray, dims: dict, a: sp.
                     and 0 < A["kapovert"] < B["kapovert"] and 0 < A["mu"] < B["mu"])
 
     def snapshot(st: dict) -> dict:
-        return dict(x=x.copy(), y=y.copy(), z=z.copy(), s=s.copy(), tau=tau, kap=kap, st=st, it=it)
+        return {"x": x.copy(), "y": y.copy(), "z": z.copy(), "s": s.copy(), "tau": tau, "kap": kap, "st": st, "it": it}
 
     restored: dict | None = None
     for it in range(max_iters + 1):

@@ -18,6 +18,11 @@ ECOS's barrier for Gavel's ``inv_pos`` cone (``2 log(thr - g) - log(thr)``).
 When few jobs are bottlenecks that set is large and ECOS stops at an
 arbitrary interior point of it (entries differ by up to ~0.17 from the center
 on the bundled traces, against ~0.5-0.8 for a vertex).
+
+With ``solver="ecos"`` (Gavel-compatible runs) the allocation is ECOS's own
+point: the SOCP cvxpy builds from Gavel's ``inv_pos`` expressions
+(cvx_forms.py) solved by our reimplementation of ECOS's iterations
+(ecos_ipm.py).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.gavel import cvx_forms
 from hadar.policies.gavel.center import FACE_TOL, interior_point
 from hadar.policies.gavel.common import GavelPolicyBase, Inputs, finish, isolated_throughputs
 from hadar.policies.gavel.problem import ClassProblem
@@ -81,6 +87,24 @@ def _minimize_max_rho(prob: ClassProblem, r: np.ndarray, d: np.ndarray, age: np.
     return rho, x
 
 
+def solve_finish_time_ecos(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarray) -> np.ndarray | None:
+    """ECOS's point of Gavel's min-max-rho SOCP over the jobs that can run (None: fall back)."""
+    iso = isolated_throughputs(throughputs, inp.scale_factors, inp.capacities)
+    m = inp.shape[0]
+    denom = cumulative + np.divide(inp.remaining, iso, out=np.zeros(m), where=iso > 0)
+    rows = (np.where(inp.active, throughputs, 0.0) > 0).any(axis=1) & (iso > 0) & (denom > 0)
+    if not rows.any():
+        return None
+    form = cvx_forms.finish_time_fairness(throughputs[rows], inp.scale_factors[rows], inp.capacities,
+                                          inp.age_s[rows], inp.remaining[rows], denom[rows])
+    x_rows, res = form.solve()
+    if not res.status.startswith("optimal"):
+        return None
+    x = np.zeros(inp.shape)
+    x[rows] = np.clip(x_rows, 0.0, 1.0)
+    return x
+
+
 def solve_finish_time(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Centered min-max-rho allocation and the isolated throughputs used (for the memo)."""
     m, _ = inp.shape
@@ -103,9 +127,21 @@ def solve_finish_time(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarr
 
 
 class _FinishTimeBase(GavelPolicyBase):
+    #: Gavel-compatible runs select ``solver="ecos"`` (sim/run.py).
+    reference_solver: ClassVar[bool] = True
+
+    def __init__(self, solver: str = "highs") -> None:
+        if solver not in ("highs", "ecos"):
+            raise ValueError(f"solver must be 'highs' or 'ecos', got {solver!r}")
+        self.solver = solver
+
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
         cumulative = cumulative_isolated_time(state, state.memo)
-        x, iso = solve_finish_time(throughputs, inp, cumulative)
+        x_ecos = solve_finish_time_ecos(throughputs, inp, cumulative) if self.solver == "ecos" else None
+        if x_ecos is None:
+            x, iso = solve_finish_time(throughputs, inp, cumulative)
+        else:
+            x, iso = x_ecos, isolated_throughputs(throughputs, inp.scale_factors, inp.capacities)
         ids = state.job_ids
         memo = {
             MEMO_CUMULATIVE: dict(zip(ids, cumulative.tolist())),

@@ -11,18 +11,27 @@ interior-point method returns for a feasibility problem. (ECOS stops early on
 such problems, so its point is only near that center: entries differ by
 0.01-0.2 on the bundled traces, against up to 1.0 for a vertex.)
 
+With ``solver="ecos"`` (Gavel-compatible runs) the point returned is instead
+the one ECOS itself returns at that T: the feasibility problem cvxpy builds
+(cvx_forms.py) solved by our reimplementation of ECOS's iterations
+(ecos_ipm.py). Close to the optimum (T within 1 % of ``T*``) the bisection
+asks that solver whether T is feasible, as Gavel asks ECOS (whose status can
+read "optimal_inaccurate", i.e. infeasible to Gavel, on a very thin set).
+
 Agnostic variant: every ``T_ij`` replaced by the job's V100 rate.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
 
 from hadar.errors import SolverError
 from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.gavel import cvx_forms
 from hadar.policies.gavel.common import GavelPolicyBase, Inputs, finish
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.registry import register
@@ -30,23 +39,66 @@ from hadar.policies.registry import register
 BISECTION_LOW_S = 100.0
 BISECTION_HIGH_S = 1e6
 BISECTION_RATIO = 1.05
+#: Within this relative distance of T* the ECOS path asks the solver whether T is feasible.
+ASK_SOLVER_BAND = 0.01
 
 
 def gavel_bisection(t_star: float, low: float = BISECTION_LOW_S, high: float = BISECTION_HIGH_S,
-                    ratio: float = BISECTION_RATIO) -> float:
-    """The T Gavel's bisection returns when exactly the T >= ``t_star`` are feasible."""
+                    ratio: float = BISECTION_RATIO, feasible: Callable[[float], bool] | None = None) -> float:
+    """The T Gavel's bisection returns when exactly the T >= ``t_star`` are feasible
+    (or, with ``feasible``, when that predicate says which T are)."""
     if not math.isfinite(t_star) or t_star <= 0:
         raise SolverError(f"makespan: optimal duration must be finite and positive, got {t_star}")
+    feasible = feasible or (lambda t: t >= t_star)
     last_high, found = high, None
     while found is None:
         while ratio * low < high:
             mid = (low + high) / 2.0
-            if mid >= t_star:
+            if feasible(mid):
                 found, high = mid, mid
             else:
                 low = mid
         high, low, last_high = last_high * 10.0, last_high, last_high * 10.0
     return found
+
+
+def solve_makespan_ecos(throughputs: np.ndarray, inp: Inputs) -> np.ndarray | None:
+    """ECOS's point of Gavel's feasibility problem at Gavel's bisection T (None: fall back)."""
+    rows = (np.where(inp.active, throughputs, 0.0) > 0).any(axis=1)  # jobs that can run somewhere
+    if not rows.any():
+        return None
+    t = np.where(inp.active, throughputs, 0.0)[rows]
+    demand = inp.remaining[rows] > 0
+    per_step = np.divide(t, inp.remaining[rows][:, None], out=np.zeros_like(t), where=demand[:, None])
+    prob = ClassProblem.build(per_step, inp.scale_factors[rows], inp.capacities, inp.active[rows], demand=demand)
+    if prob.size == 0 or not prob.demand.any():
+        return None
+    lam, _ = prob.max_min(what="makespan LP")
+    if lam <= 0:
+        return None
+    t_star = prob.factor / lam
+    solved: dict[float, np.ndarray | None] = {}
+
+    def ecos_point(duration: float) -> np.ndarray | None:
+        if duration not in solved:
+            form = cvx_forms.makespan_feasibility(t, inp.scale_factors[rows], inp.capacities,
+                                                  inp.remaining[rows], duration)
+            x, res = form.solve()
+            solved[duration] = x if res.status == "optimal" else None
+        return solved[duration]
+
+    def feasible(duration: float) -> bool:
+        if abs(duration / t_star - 1.0) > ASK_SOLVER_BAND:
+            return duration >= t_star
+        return ecos_point(duration) is not None
+
+    t_gavel = gavel_bisection(t_star, feasible=feasible)
+    x_rows = ecos_point(t_gavel)
+    if x_rows is None:
+        return None
+    x = np.zeros(inp.shape)
+    x[rows] = np.clip(x_rows, 0.0, 1.0)
+    return x
 
 
 def solve_makespan(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
@@ -69,8 +121,19 @@ def solve_makespan(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
 
 
 class _MakespanBase(GavelPolicyBase):
+    #: Gavel-compatible runs select ``solver="ecos"`` (sim/run.py).
+    reference_solver: ClassVar[bool] = True
+
+    def __init__(self, solver: str = "highs") -> None:
+        if solver not in ("highs", "ecos"):
+            raise ValueError(f"solver must be 'highs' or 'ecos', got {solver!r}")
+        self.solver = solver
+
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
-        return finish(state, solve_makespan(throughputs, inp), inp.active)
+        x = solve_makespan_ecos(throughputs, inp) if self.solver == "ecos" else None
+        if x is None:
+            x = solve_makespan(throughputs, inp)
+        return finish(state, x, inp.active)
 
 
 @register("min_total_duration_perf", "makespan minimization, heterogeneity-aware (Gavel)")
