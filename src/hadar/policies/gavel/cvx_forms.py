@@ -12,6 +12,7 @@ become the rows ``-x <= 0``, ``sum_i s_i x_ij <= N_j``, ``sum_j x_ij <= 1``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,18 @@ class ConicForm:
         m, n = self.shape
         x = res.x[self.x_offset:self.x_offset + m * n].reshape((n, m)).T
         return x, res
+
+
+def gavel_order(job_ids: Sequence[int], gpu_types: Sequence[str], rows: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(job indices, type indices) in the order Gavel builds its matrices: jobs by id, types by name.
+
+    The order does not change ECOS's iterates mathematically, but it fixes their round-off, which
+    decides between identical jobs (ECOS returns them allocations that differ by ~1e-9, and the
+    round mechanism serves the larger first). Only jobs with ``rows[i]`` are kept.
+    """
+    jobs = np.array([i for i in np.argsort(np.asarray(job_ids), kind="stable") if rows[i]], dtype=int)
+    return jobs, np.argsort(np.asarray(gpu_types, dtype=str), kind="stable")
 
 
 def _base_rows(scale_factors: np.ndarray, capacities: np.ndarray, col0: int, ncols: int

@@ -87,7 +87,8 @@ def _minimize_max_rho(prob: ClassProblem, r: np.ndarray, d: np.ndarray, age: np.
     return rho, x
 
 
-def solve_finish_time_ecos(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarray) -> np.ndarray | None:
+def solve_finish_time_ecos(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarray,
+                           state: SchedulerState) -> np.ndarray | None:
     """ECOS's point of Gavel's min-max-rho SOCP over the jobs that can run (None: fall back)."""
     iso = isolated_throughputs(throughputs, inp.scale_factors, inp.capacities)
     m = inp.shape[0]
@@ -95,13 +96,14 @@ def solve_finish_time_ecos(throughputs: np.ndarray, inp: Inputs, cumulative: np.
     rows = (np.where(inp.active, throughputs, 0.0) > 0).any(axis=1) & (iso > 0) & (denom > 0)
     if not rows.any():
         return None
-    form = cvx_forms.finish_time_fairness(throughputs[rows], inp.scale_factors[rows], inp.capacities,
-                                          inp.age_s[rows], inp.remaining[rows], denom[rows])
-    x_rows, res = form.solve()
+    jobs, types = cvx_forms.gavel_order(state.job_ids, state.gpu_types, rows)
+    form = cvx_forms.finish_time_fairness(throughputs[np.ix_(jobs, types)], inp.scale_factors[jobs],
+                                          inp.capacities[types], inp.age_s[jobs], inp.remaining[jobs], denom[jobs])
+    x_sub, res = form.solve()
     if not res.status.startswith("optimal"):
         return None
     x = np.zeros(inp.shape)
-    x[rows] = np.clip(x_rows, 0.0, 1.0)
+    x[np.ix_(jobs, types)] = np.clip(x_sub, 0.0, 1.0)
     return x
 
 
@@ -137,7 +139,7 @@ class _FinishTimeBase(GavelPolicyBase):
 
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
         cumulative = cumulative_isolated_time(state, state.memo)
-        x_ecos = solve_finish_time_ecos(throughputs, inp, cumulative) if self.solver == "ecos" else None
+        x_ecos = solve_finish_time_ecos(throughputs, inp, cumulative, state) if self.solver == "ecos" else None
         if x_ecos is None:
             x, iso = solve_finish_time(throughputs, inp, cumulative)
         else:

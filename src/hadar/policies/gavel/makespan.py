@@ -62,15 +62,17 @@ def gavel_bisection(t_star: float, low: float = BISECTION_LOW_S, high: float = B
     return found
 
 
-def solve_makespan_ecos(throughputs: np.ndarray, inp: Inputs) -> np.ndarray | None:
+def solve_makespan_ecos(throughputs: np.ndarray, inp: Inputs, state: SchedulerState) -> np.ndarray | None:
     """ECOS's point of Gavel's feasibility problem at Gavel's bisection T (None: fall back)."""
     rows = (np.where(inp.active, throughputs, 0.0) > 0).any(axis=1)  # jobs that can run somewhere
     if not rows.any():
         return None
-    t = np.where(inp.active, throughputs, 0.0)[rows]
-    demand = inp.remaining[rows] > 0
-    per_step = np.divide(t, inp.remaining[rows][:, None], out=np.zeros_like(t), where=demand[:, None])
-    prob = ClassProblem.build(per_step, inp.scale_factors[rows], inp.capacities, inp.active[rows], demand=demand)
+    jobs, types = cvx_forms.gavel_order(state.job_ids, state.gpu_types, rows)
+    t = throughputs[np.ix_(jobs, types)]
+    s, caps, remaining = inp.scale_factors[jobs], inp.capacities[types], inp.remaining[jobs]
+    demand = remaining > 0
+    per_step = np.divide(t, remaining[:, None], out=np.zeros_like(t), where=demand[:, None])
+    prob = ClassProblem.build(per_step, s, caps, inp.active[np.ix_(jobs, types)], demand=demand)
     if prob.size == 0 or not prob.demand.any():
         return None
     lam, _ = prob.max_min(what="makespan LP")
@@ -81,8 +83,7 @@ def solve_makespan_ecos(throughputs: np.ndarray, inp: Inputs) -> np.ndarray | No
 
     def ecos_point(duration: float) -> np.ndarray | None:
         if duration not in solved:
-            form = cvx_forms.makespan_feasibility(t, inp.scale_factors[rows], inp.capacities,
-                                                  inp.remaining[rows], duration)
+            form = cvx_forms.makespan_feasibility(t, s, caps, remaining, duration)
             x, res = form.solve()
             solved[duration] = x if res.status == "optimal" else None
         return solved[duration]
@@ -97,7 +98,7 @@ def solve_makespan_ecos(throughputs: np.ndarray, inp: Inputs) -> np.ndarray | No
     if x_rows is None:
         return None
     x = np.zeros(inp.shape)
-    x[rows] = np.clip(x_rows, 0.0, 1.0)
+    x[np.ix_(jobs, types)] = np.clip(x_rows, 0.0, 1.0)
     return x
 
 
@@ -130,7 +131,7 @@ class _MakespanBase(GavelPolicyBase):
         self.solver = solver
 
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
-        x = solve_makespan_ecos(throughputs, inp) if self.solver == "ecos" else None
+        x = solve_makespan_ecos(throughputs, inp, state) if self.solver == "ecos" else None
         if x is None:
             x = solve_makespan(throughputs, inp)
         return finish(state, x, inp.active)

@@ -41,16 +41,18 @@ def solve_max_sum(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
     return prob.expand(x_cls, m)
 
 
-def solve_max_sum_ecos(throughputs: np.ndarray, inp: Inputs) -> np.ndarray | None:
+def solve_max_sum_ecos(throughputs: np.ndarray, inp: Inputs, state: SchedulerState) -> np.ndarray | None:
     """ECOS's point of Gavel's max-sum LP over the jobs that can run (None: fall back)."""
     rows = (np.where(inp.active, throughputs, 0.0) > 0).any(axis=1)
     if not rows.any():
         return None
-    x_rows, res = cvx_forms.max_sum_throughput(throughputs[rows], inp.scale_factors[rows], inp.capacities).solve()
+    jobs, types = cvx_forms.gavel_order(state.job_ids, state.gpu_types, rows)
+    x_sub, res = cvx_forms.max_sum_throughput(throughputs[np.ix_(jobs, types)], inp.scale_factors[jobs],
+                                              inp.capacities[types]).solve()
     if not res.status.startswith("optimal"):
         return None
     x = np.zeros(inp.shape)
-    x[rows] = np.clip(x_rows, 0.0, 1.0)
+    x[np.ix_(jobs, types)] = np.clip(x_sub, 0.0, 1.0)
     return x
 
 
@@ -70,7 +72,7 @@ class MaxSumThroughputPerf:
         if not state.jobs:
             return empty_allocation(state)
         inp = Inputs.of(state)
-        x = solve_max_sum_ecos(inp.throughputs, inp) if self.solver == "ecos" else None
+        x = solve_max_sum_ecos(inp.throughputs, inp, state) if self.solver == "ecos" else None
         if x is None:
             x = solve_max_sum(inp.throughputs, inp)
         return finish(state, x, inp.active)
