@@ -30,16 +30,28 @@ ECOS's per-iteration log on the Gavel formulations:
 * Stopping rules, relative residual definitions, "reduced accuracy" fallback
   (feastol 1e-4, abstol/reltol 5e-5), best-iterate bookkeeping and the
   safeguards (primal residual growing 500-fold, negative gap, minimum step).
-* The KKT systems are solved with a regularized sparse LU factorization
-  (static regularization 7e-8 as in ECOS) refined iteratively against the
-  unregularized system, so each search direction is the exact one to ~1e-14.
+* The KKT systems are ECOS's: each second-order cone's scaling in ECOS's
+  sparse expanded form (two extra rows), ECOS's static regularization
+  (7e-8) in the factored matrix, and ECOS's iterative refinement (up to 9
+  steps, error measured against ECOS's residual matrix, a step undone when it
+  increases the error). This matters: on feasibility problems (no objective)
+  the regularization, not the data, decides the direction in the free
+  subspace, so an exact KKT solve would wander off ECOS's path.
 
-Known differences: ECOS uses an AMD-ordered sparse LDL' factorization and
-represents each second-order cone's scaling by a sparse expansion with two
-extra rows; we factor ``W^2`` directly with SuperLU. Both are refined to the
-same exact solution, so iterates agree to round-off (about 1e-10 relative on
-the Gavel problems), but a problem that sits exactly on a stopping tolerance
-could stop one iteration apart. Exponential cones are not supported.
+Agreement with ECOS 2.0.10 (cvxpy 1.5.4's data): identical per-iteration log
+and iteration count on every instance tried; returned ``x`` equal to 1e-13
+on LPs (max-sum, makespan feasibility; up to 512 jobs). On the finish-time
+SOCPs, whose optimal faces are degenerate, round-off is amplified ~100x per
+late iteration and ``x`` agrees to 1e-8..1e-6.
+
+Known differences: we factor with SuperLU instead of ECOS's AMD-ordered
+sparse LDL', so round-off differs; refinement decisions taken at round-off
+level (stop or take a second step) can then differ too. Between identical
+jobs, ECOS's own round-off (~1e-9) decides which is larger; we cannot
+reproduce that bit for bit. We solve in Gavel's matrix order
+(cvx_forms.gavel_order), which on the bundled traces breaks those ties as
+ECOS does, but nothing guarantees it. Exponential cones and ECOS's dynamic regularization
+(which only acts on pivots below 1e-13) are not implemented.
 """
 
 from __future__ import annotations
