@@ -96,13 +96,13 @@ def placed(policy: str, cluster: Cluster, jobs: list[Job], now: float = 0.0, **k
 
 
 def test_jct_runs_shortest_remaining_first_on_the_fast_gpu() -> None:
-    got = placed("hadar", ONE_FAST_ONE_SLOW, [job(0, "long", 40000), job(1, "short", 400)], guard=None)
+    got = placed("hadar", ONE_FAST_ONE_SLOW, [job(0, "long", 40000), job(1, "short", 400)], keep_slack=None)
     assert got[1] == ["fast"] and got[0] == ["slow"]
 
 
 def test_jct_gives_fast_gpu_to_who_gains_from_it() -> None:
     # equal remaining best-type times; 'picky' is 10x faster on fast, 'flat' barely
-    got = placed("hadar", ONE_FAST_ONE_SLOW, [job(0, "flat", 1000), job(1, "picky", 3000)], guard=None)
+    got = placed("hadar", ONE_FAST_ONE_SLOW, [job(0, "flat", 1000), job(1, "picky", 3000)], keep_slack=None)
     assert got[1] == ["fast"] and got[0] == ["slow"]
 
 
@@ -180,7 +180,7 @@ def test_policy_contract_on_gavel_jobs(name: str, kw: dict, table) -> None:
 
 def test_makespan_guard_runs_the_critical_job_first() -> None:
     # the long job alone needs longer than the LP limit of all remaining work: it gets the fast GPU
-    got = placed("hadar", ONE_FAST_ONE_SLOW, [job(0, "long", 40000), job(1, "short", 400)], guard_quiet=None)
+    got = placed("hadar", ONE_FAST_ONE_SLOW, [job(0, "long", 40000), job(1, "short", 400)], guard=1.0, guard_quiet=None, keep_slack=None)
     assert got[0] == ["fast"]
 
 
@@ -188,8 +188,9 @@ def test_makespan_guard_waits_until_arrivals_stop() -> None:
     # a job arrived just now: the cluster is not draining, so shortest-remaining-first still rules;
     # once no job has arrived for a tenth of the horizon, the critical job goes first
     jobs = [job(0, "long", 40000), job(1, "short", 400, arrival=1000.0)]
-    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=1000.0)[1] == ["fast"]
-    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=1e6)[0] == ["fast"]
+    kw = {"guard": 1.0, "keep_slack": None}
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=1000.0, **kw)[1] == ["fast"]
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=1e6, **kw)[0] == ["fast"]
 
 
 @pytest.mark.parametrize("name", ["hadar", "yarn_cs"])

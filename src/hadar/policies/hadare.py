@@ -48,8 +48,8 @@ from hadar.policies.registry import register
 
 @register("hadare", "HadarE: Hadar, then job copies (one per node, up to W GPUs each) on every node with free GPUs")
 class HadarEPolicy(HadarPolicy):
-    """Hadar's parameters (see ``HadarPolicy``; Hadar's own makespan ``guard`` is off by default: with
-    forking no single job bounds the makespan the way it does in Hadar), plus
+    """Hadar's parameters (see ``HadarPolicy``; its TTD keeper and first-round rule are off by
+    default here: the keeper's horizon does not model forking, and copies start jobs at once), plus
 
     ``fork``: offer free nodes to copies (off: Hadar's placements run as per-node copies);
     ``match``: exponent of the LP-fit weight on utilities (0: off; 2 by default);
@@ -60,8 +60,10 @@ class HadarEPolicy(HadarPolicy):
     forks: ClassVar[bool] = True
 
     def __init__(self, *, fork: bool = True, match: float = 2.0, fork_guard: float | None = 1.0,
-                 guard: float | None = None, **kwargs: object) -> None:
-        super().__init__(guard=guard, **kwargs)  # type: ignore[arg-type]
+                 guard: float | None = None, keep_slack: float | None = None, first_round: bool = False,
+                 **kwargs: object) -> None:
+        super().__init__(guard=guard, keep_slack=keep_slack, first_round=first_round,  # type: ignore[arg-type]
+                         **kwargs)
         self.fork = fork
         self.match = match
         self.fork_guard = fork_guard

@@ -25,6 +25,7 @@ from hadar.mechanism.placement import PlacementPlanner, assign_gpus
 from hadar.metrics.bound import min_time_lp
 from hadar.model.cluster import Cluster
 from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.hadar.keeper import Work, horizon_s, round_plan
 from hadar.policies.hadar.pricing import Offer, PriceBook, best_offer
 from hadar.policies.hadar.utility import UtilityContext, make_utility
 from hadar.policies.registry import register
@@ -43,10 +44,18 @@ class HadarPolicy:
     1 for every ``aging_s`` seconds it has waited without GPUs (None: off).
     ``restart_s``: checkpoint-restore cost charged to any placement other
     than the job's previous one (0, as Gavel's simulator). ``fill``: run
-    the fill pass. ``guard``: makespan guard threshold (None: off).
-    ``guard_quiet``: the guard acts only once no job has arrived for
-    ``guard_quiet`` x the LP horizon (the cluster is draining); while jobs
-    keep arriving, finishing today's longest job first only costs JCT.
+    the fill pass. ``keep_slack``: the TTD keeper (keeper.py; None: off)
+    lets one round push the horizon for all remaining work out by at most
+    this share of the round, re-planning the round when the packed
+    placement would; ``keep_whole``: with at most this many active jobs the
+    re-plan is a small MIP in whole gangs (else an LP, rounded);
+    ``keep_max_jobs``: above this many active jobs the keeper is skipped
+    (its LPs cost ~70 ms each at 2048 jobs). ``first_round``: a job that
+    has never run goes ahead of every job that has (it starts at the first
+    round boundary after it arrives). ``guard``: the older makespan guard
+    (None: off, the default; the keeper supersedes it): jobs whose
+    remaining best-type time reaches ``guard`` x the LP horizon go first,
+    once no job has arrived for ``guard_quiet`` x that horizon.
     """
 
     name: ClassVar[str] = "hadar"
@@ -56,11 +65,15 @@ class HadarPolicy:
 
     def __init__(self, *, utility: str = "jct", rate_model: str = "sync", steepness: float = 0.25,
                  exponent: float = 1.0, aging_s: float | None = None, restart_s: float = 0.0,
-                 fill: bool = True, guard: float | None = 1.0, guard_quiet: float | None = 0.1) -> None:
+                 fill: bool = True, guard: float | None = None, guard_quiet: float | None = 0.1,
+                 keep_slack: float | None = 0.01, keep_whole: int = 12, keep_max_jobs: int = 1024,
+                 first_round: bool = True) -> None:
         if rate_model not in ("sync", "additive"):
             raise InputError(f"unknown rate model {rate_model!r} (sync or additive)")
         if steepness < 0 or restart_s < 0 or (aging_s is not None and aging_s <= 0):
             raise InputError("steepness and restart_s must be >= 0, aging_s > 0")
+        if keep_slack is not None and not 0 <= keep_slack < 1:
+            raise InputError(f"keep_slack must be in [0, 1), got {keep_slack}")
         self.utility_name = utility
         self.utility = make_utility(utility, exponent)
         self.rate_model = rate_model
@@ -70,6 +83,10 @@ class HadarPolicy:
         self.fill = fill
         self.guard = guard
         self.guard_quiet = guard_quiet
+        self.keep_slack = keep_slack
+        self.keep_whole = keep_whole
+        self.keep_max_jobs = keep_max_jobs
+        self.first_round = first_round
 
     def make_planner(self, cluster: Cluster, seed: int) -> PlacementPlanner:
         return PlacementPlanner(cluster)
@@ -96,6 +113,10 @@ class HadarPolicy:
         scale = state.scale_factors()
         value = self.utility.values(x, self._context(state, scale))
         value = self.adjust_values(state, x, np.where(x > 0, value, 0.0))
+        if self.first_round:
+            fresh = np.array([j.attained_gpu_s <= 0 for j in jobs])
+            if fresh.any() and not fresh.all():  # a job that never ran goes ahead of every job that has
+                value[fresh] = np.where(x[fresh] > 0, value[fresh] + float(value.max()), 0.0)
         reserved = reserved or {}
         if reserved:
             value[[i for i, j in enumerate(jobs) if j.job_id in reserved]] = 0.0
@@ -156,6 +177,74 @@ class HadarPolicy:
             else:
                 waiting.append(int(i))
         if self.fill and book.free.sum() > 0:
+            self._fill(book, x, value, scale, counts, waiting)
+        if self.keep_slack is not None:
+            counts = self._keep(state, x, value, scale, taken, counts, order)
+        return counts
+
+    def _keep(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
+              taken: dict[int, int], counts: dict[int, dict[int, int]], order: np.ndarray
+              ) -> dict[int, dict[int, int]]:
+        """TTD keeper (keeper.py): re-plan the round when the packed placement lets the horizon
+        for all remaining work drift out by more than ``keep_slack`` x the round."""
+        if len(state.jobs) > self.keep_max_jobs:
+            return counts
+        free = state.capacities().astype(int)
+        for r, k in taken.items():
+            free[r] -= k
+        work = Work(x, state.remaining_steps(), scale, free)
+        h = horizon_s(work)
+        if not np.isfinite(h):
+            return counts
+        allowed = h - state.round_s * (1.0 - self.keep_slack)
+        packed = horizon_s(Work(x, work.remaining - work.progress(counts, state.round_s), scale, free))
+        if packed <= allowed * (1 + 1e-6) + 1e-6:
+            return counts
+        got = round_plan(work, value, state.round_s, allowed, whole=len(state.jobs) <= self.keep_whole)
+        if got is None:
+            return counts
+        kept = self._round_plan(state, x, value, scale, free, got[0], got[1], order)
+        rounded = horizon_s(Work(x, work.remaining - work.progress(kept, state.round_s), scale, free))
+        return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
+
+    def _round_plan(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
+                    free: np.ndarray, plan: np.ndarray, price: np.ndarray, order: np.ndarray
+                    ) -> dict[int, dict[int, int]]:
+        """Whole gangs from a fractional plan: jobs by planned share, each on its planned type
+        (the previous one first, then the largest share); leftover GPUs go through the fill pass."""
+        book = PriceBook(free, 1.0, 1.0, 0.0)
+        prev = self._previous_counts(state)
+        rank = np.empty(len(order), dtype=int)
+        rank[order] = np.arange(len(order))
+        share = plan.sum(axis=1)
+        counts: dict[int, dict[int, int]] = {}
+        waiting: list[int] = []
+        critical = (price > 1e-9 * max(float(price.max()), 1e-300)) & (share >= 0.5)
+        for i in sorted(range(len(share)), key=lambda i: (not critical[i], -round(share[i], 6), -price[i], rank[i])):
+            w = int(scale[i])
+            got = None
+            if share[i] >= 0.5:
+                mine = prev.get(i)
+                planned = [r for r in np.argsort(-plan[i]) if plan[i, r] > 1e-6]
+                kept = next(iter(mine)) if mine is not None and len(mine) == 1 else None
+                if kept in planned and plan[i, kept] >= 0.5:  # stay put when the plan mostly agrees
+                    planned.remove(kept)
+                    planned.insert(0, kept)
+                for r in planned:
+                    if book.free[r] >= w:
+                        got = {int(r): w}
+                        break
+                if got is None:
+                    mask = np.where(plan[i] > 1e-6, value[i], 0.0)
+                    offer = best_offer(book, np.where(plan[i] > 1e-6, x[i], 0.0), mask, w, rate_model=self.rate_model)
+                    got = offer.counts if offer is not None else None
+            if got is None:
+                waiting.append(i)
+            else:
+                book.take(got)
+                counts[i] = got
+        if book.free.sum() > 0:
+            waiting.sort(key=lambda i: rank[i])
             self._fill(book, x, value, scale, counts, waiting)
         return counts
 

@@ -1,0 +1,135 @@
+"""Hadar's TTD keeper: short jobs first, but never at the price of the drain.
+
+Shortest-remaining-first placements (the ``jct`` utility) finish small jobs
+early but spend the fast GPUs on whoever is shortest, not on whoever gains
+most from them, and they leave the long gangs for last. Both push the
+moment the cluster can finish everything further out every round.
+
+The keeper measures that moment. ``horizon_s`` is the least time in which
+the remaining work could still be done: an LP over GPU-seconds per job and
+type with each type's capacity and each job's gang (a job occupies its W
+GPUs, so it cannot be served faster than one whole-job time slot per
+second). A round of length L should bring it L closer. The keeper lets a
+round drift by at most ``slack`` x L: when the packed placement would push
+the horizon out by more, the round is re-planned by a two-period LP that
+maximizes the round's utility subject to all remaining work still fitting
+into the allowed horizon, and that fractional plan is rounded to whole
+gangs (the usual fill pass then uses any GPU left over).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+
+_HOUR = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """What is left: whole-job rates ``rates[i, r]`` (steps/s on W GPUs of type r), ``remaining[i]`` steps,
+    gang sizes ``scale[i]`` and ``capacity[r]`` GPUs of each type (free for this decision)."""
+
+    rates: np.ndarray
+    remaining: np.ndarray
+    scale: np.ndarray
+    capacity: np.ndarray
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        live = (self.rates > 0) & (self.remaining[:, None] > 0)
+        return np.nonzero(live)
+
+    def progress(self, counts: dict[int, dict[int, int]], round_s: float) -> np.ndarray:
+        """Steps each job makes in one round of a placement (sync: a mixed gang runs at its slowest type)."""
+        done = np.zeros(self.remaining.size)
+        for i, c in counts.items():
+            if c:
+                done[i] = round_s * min(float(self.rates[i, r]) for r in c)
+        return np.minimum(done, self.remaining)
+
+
+def horizon_s(work: Work) -> float:
+    """Least time in which ``work`` can be finished (fractional GPU-time, gangs and capacities respected)."""
+    ii, rr = work.pairs()
+    if ii.size == 0:
+        return 0.0
+    m, n = work.rates.shape
+    k = ii.size
+    frac = work.rates[ii, rr] * _HOUR / work.remaining[ii]  # share of the job's remaining work per hour
+    h = k  # column of the horizon (hours)
+    rows, cols, vals = _rows(ii, rr, frac, work.scale, m, n, 0)
+    # capacity rows m + r: sum s_i y_ir - C_r H <= 0; job rows m + n + i: sum_r y_ir - H <= 0
+    rows = np.concatenate([rows, m + np.arange(n), m + n + np.arange(m)])
+    cols = np.concatenate([cols, np.full(n + m, h)])
+    vals = np.concatenate([vals, -work.capacity.astype(float), -np.ones(m)])
+    b = np.concatenate([-(work.remaining > 0).astype(float), np.zeros(n + m)])
+    a = sparse.csr_matrix((vals, (rows, cols)), shape=(m + n + m, k + 1))
+    c = np.zeros(k + 1)
+    c[h] = 1.0
+    res = linprog(c, A_ub=a, b_ub=b, bounds=(0, None), method="highs")
+    if res.status != 0:
+        return float("inf")
+    return float(res.x[h]) * _HOUR
+
+
+def _rows(ii: np.ndarray, rr: np.ndarray, frac: np.ndarray, scale: np.ndarray, m: int, n: int,
+          offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Demand rows i (-share), capacity rows m + r (s_i) and job rows m + n + i (1) for columns offset.."""
+    k = ii.size
+    cols = offset + np.arange(k)
+    rows = np.concatenate([ii, m + rr, m + n + ii])
+    return rows, np.concatenate([cols, cols, cols]), np.concatenate([-frac, scale[ii].astype(float), np.ones(k)])
+
+
+def round_plan(work: Work, value: np.ndarray, round_s: float, later_s: float, *, whole: bool = False
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Plan for this round: ``x[i, r]`` = share of the round job i runs on W GPUs of type r, and per
+    job the LP's price of its demand (> 0: the job runs because the horizon needs it; zeros when
+    ``whole``).
+
+    Maximizes ``sum value[i, r] x[i, r]`` subject to the remaining work, less
+    this round's progress, fitting into ``later_s`` after the round; when it
+    cannot, the overrun is minimized first. ``whole``: each job runs the whole
+    round on one type or not at all (a small MIP, HiGHS branch and bound).
+    None if the solver fails (the caller keeps its own placement).
+    """
+    ii, rr = work.pairs()
+    m, n = work.rates.shape
+    k = ii.size
+    if k == 0:
+        return np.zeros((m, n)), np.zeros(m)
+    per_h = work.rates[ii, rr] * _HOUR / work.remaining[ii]
+    round_h, later_h = round_s / _HOUR, max(later_s, 0.0) / _HOUR
+    # this round: columns 0..k-1 (share of the round), rows: demand i, capacity m + r, job m + n + i
+    r1, c1, v1 = _rows(ii, rr, per_h * round_h, work.scale, m, n, 0)
+    # afterwards: columns k..2k-1 (hours), rows: demand i (shared), capacity 2m + n + r, job 2m + 2n + i;
+    # column 2k: hours beyond ``later_s`` (the overrun), priced far above any utility
+    r2, c2, v2 = _rows(ii, rr, per_h, work.scale, m, n, k)
+    r2 = np.where(r2 >= m, r2 + m + n, r2)
+    over_rows = np.concatenate([2 * m + n + np.arange(n), 2 * m + 2 * n + np.arange(m)])
+    rows = np.concatenate([r1, r2, over_rows])
+    cols = np.concatenate([c1, c2, np.full(n + m, 2 * k)])
+    vals = np.concatenate([v1, v2, -work.capacity.astype(float), -np.ones(m)])
+    a = sparse.csr_matrix((vals, (rows, cols)), shape=(2 * (m + n) + m, 2 * k + 1))
+    b = np.concatenate([-(work.remaining > 0).astype(float), work.capacity.astype(float), np.ones(m),
+                        work.capacity * later_h, np.full(m, later_h)])
+    gain = value[ii, rr]
+    c = np.concatenate([-gain, np.zeros(k), [1e3 * (float(np.abs(gain).sum()) + 1.0) / round_h]])
+    upper = np.concatenate([np.ones(k), np.full(k + 1, np.inf)])
+    if whole:
+        res = milp(c, constraints=LinearConstraint(a, -np.inf, b), bounds=Bounds(np.zeros(2 * k + 1), upper),
+                   integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"time_limit": 2.0})
+        if res.x is None:
+            return None
+        price = np.zeros(m)
+    else:
+        res = linprog(c, A_ub=a, b_ub=b, bounds=np.column_stack([np.zeros(2 * k + 1), upper]), method="highs")
+        if res.status != 0:
+            return None
+        price = np.maximum(-np.asarray(res.ineqlin.marginals)[:m], 0.0)
+    x = np.zeros((m, n))
+    x[ii, rr] = np.clip(res.x[:k], 0.0, 1.0)
+    return x, price

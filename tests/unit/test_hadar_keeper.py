@@ -1,0 +1,91 @@
+"""Hadar's TTD keeper (policies/hadar/keeper.py) and the first-round rule, on cases solved by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from hadar.policies import create
+from hadar.policies.hadar.keeper import Work, horizon_s, round_plan
+from tests.unit.test_hadar import ONE_FAST, ONE_FAST_ONE_SLOW, job, placed, state_of
+
+
+def work(rates, remaining, scale, capacity) -> Work:
+    return Work(np.array(rates, dtype=float), np.array(remaining, dtype=float), np.array(scale, dtype=float),
+                np.array(capacity, dtype=float))
+
+
+def test_horizon_is_the_longest_job_on_its_best_type_when_that_binds() -> None:
+    # 40000 steps at 4 steps/s on the one fast GPU: 10000 s; the short job fits on the slow GPU meanwhile
+    assert horizon_s(work([[4, 1], [4, 1]], [40000, 400], [1, 1], [1, 1])) == pytest.approx(10000.0)
+
+
+def test_horizon_is_the_capacity_limit_when_that_binds() -> None:
+    # two 4000-step jobs share one fast GPU (4 steps/s): 2000 s, though each alone needs 1000 s
+    assert horizon_s(work([[4], [4]], [4000, 4000], [1, 1], [1])) == pytest.approx(2000.0)
+    # fast 4 + slow 1 steps/s both busy: 8400 steps need 1680 s (each job's own limit is looser)
+    assert horizon_s(work([[4, 1]] * 3, [4000, 4000, 400], [1, 1, 1], [1, 1])) == pytest.approx(1680.0)
+
+
+def test_horizon_counts_a_gang_as_one_slot() -> None:
+    # a 2-GPU job at 6 steps/s on 2 fast GPUs cannot go faster with 4 fast GPUs: 6000 steps take 1000 s
+    assert horizon_s(work([[6.0]], [6000], [2], [4])) == pytest.approx(1000.0)
+
+
+def test_horizon_of_nothing_is_zero() -> None:
+    assert horizon_s(work(np.zeros((0, 2)), [], [], [1, 1])) == 0.0
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_round_plan_respects_capacity_gangs_and_the_horizon(whole: bool) -> None:
+    rng = np.random.default_rng(3)
+    m, n, round_s = 12, 3, 360.0
+    w = work(rng.uniform(0.5, 5.0, (m, n)), rng.uniform(2e3, 2e4, m), rng.choice([1, 2], m), [4, 4, 4])
+    h = horizon_s(w)
+    value = rng.uniform(0.0, 1.0, (m, n))
+    x, price = round_plan(w, value, round_s, h - round_s, whole=whole)
+    assert (x >= -1e-9).all() and (x.sum(axis=1) <= 1 + 1e-9).all()
+    assert ((w.scale[:, None] * x).sum(axis=0) <= w.capacity + 1e-9).all()
+    if whole:
+        assert np.allclose(x, np.round(x))
+    else:
+        assert (price >= 0).all()
+    left = np.maximum(w.remaining - round_s * (x * w.rates).sum(axis=1), 0.0)
+    # a round well used leaves everything doable in h - round_s (up to the MIP's whole-gang loss)
+    slack = 0.05 * round_s if whole else 1e-6 * h
+    assert horizon_s(dataclasses.replace(w, remaining=left)) <= h - round_s + slack
+
+
+def test_keeper_gives_the_fast_gpu_to_the_job_that_bounds_the_drain() -> None:
+    jobs = [job(0, "long", 40000), job(1, "short", 400)]
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, keep_slack=None)[1] == ["fast"]  # shortest first
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs)[0] == ["fast"]  # the keeper: the long job bounds the horizon
+
+
+def test_keeper_leaves_a_placement_that_keeps_the_horizon() -> None:
+    # two fast GPUs, two jobs: both run on fast whatever the order; the keeper changes nothing
+    from hadar.model.cluster import Cluster
+
+    two_fast = Cluster.from_counts({"fast": 2})
+    jobs = [job(0, "long", 40000), job(1, "short", 400)]
+    assert placed("hadar", two_fast, jobs) == placed("hadar", two_fast, jobs, keep_slack=None)
+
+
+def test_keep_slack_is_validated() -> None:
+    from hadar.errors import InputError
+
+    with pytest.raises(InputError):
+        create("hadar", keep_slack=1.5)
+
+
+def test_a_job_that_never_ran_goes_first() -> None:
+    st = state_of(ONE_FAST, [job(0, "short", 400), job(1, "long", 40000, arrival=10.0)], now=360.0)
+    ran = dataclasses.replace(st.jobs[0], attained_gpu_s=360.0)
+    st = dataclasses.replace(st, jobs=(ran, st.jobs[1]))
+    def who(**kw):
+        alloc = create("hadar", keep_slack=None, **kw).allocate(st)
+        return sorted(alloc.placement)
+    assert who(first_round=False) == [0]  # shortest remaining first
+    assert who() == [1]  # the new job gets its first round
