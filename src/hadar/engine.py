@@ -14,11 +14,14 @@ last one happened at t = 0; with every job arrived and an empty round, a
 re-solve is forced (Gavel's stall breaker).
 A policy with ``resolve_every_round = True`` (Hadar, YARN-CS: cheap,
 per-round decisions that must see every arrival and completion) is
-re-solved at every round boundary in both modes.
+re-solved at every round boundary in both modes. A policy with
+``admit_on_arrival = True`` (Hadar) has a round that leaves GPUs idle end
+at the next arrival, so new jobs need not wait for the round's end.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,6 +110,7 @@ class Engine:
                 continue
             stalled = False
             ran_nothing = False
+            plan = self._cut_at_arrival(plan, workload, now)
             report = self.executor.run_round(plan)
             finished = self.ledger.apply(plan, report)
             self.stats.rounds += 1
@@ -123,6 +127,19 @@ class Engine:
             self.clock.advance_to(max(report.end_s, now))
         self.stats.wall_s = elapsed_s(started)
         return self.stats
+
+    def _cut_at_arrival(self, plan: RoundPlan, workload: Workload, now: float) -> RoundPlan:
+        """A policy with ``admit_on_arrival`` (Hadar) ends a round that leaves GPUs idle at the
+        next arrival, so the new job starts on them then rather than at the round's end; the
+        running leases carry on on the same GPUs next round (extended, no restart)."""
+        if not getattr(self.policy, "admit_on_arrival", False):
+            return plan
+        nxt = workload.next_arrival()
+        if nxt is None or not now < nxt < plan.start_s + plan.duration_s:
+            return plan
+        if sum(len(lease.gpus) for lease in plan.leases) >= self.ledger.cluster.num_gpus:
+            return plan
+        return dataclasses.replace(plan, duration_s=nxt - plan.start_s)
 
     def _done(self, workload: Workload) -> bool:
         if workload.window is not None:

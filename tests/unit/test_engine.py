@@ -42,6 +42,32 @@ def test_arrival_mid_round_waits_for_boundary_and_counts_from_arrival(table):
     assert by_id[1].queuing_delay_s == pytest.approx(first_round_end - 100.0)
 
 
+class AdmittingPolicy(FastestTypePolicy):
+    admit_on_arrival = True
+    resolve_every_round = True
+
+
+def test_admit_on_arrival_starts_a_job_on_idle_gpus_at_once(table):
+    rate = table.get(R50, 1, "v100")
+    jobs = [job(0, steps=rate * 360 * 3), job(1, steps=rate * 100, arrival=100.0)]
+    r = simulate(jobs, parse_cluster("2:0:0"), table, AdmittingPolicy(), record_events=True)
+    by_id = {row.job_id: row for row in r.rows}
+    assert by_id[1].first_start_s == pytest.approx(100.0) and by_id[1].queuing_delay_s == 0.0
+    assert by_id[1].jct_s == pytest.approx(100.0, abs=1 / rate)
+    # job 0 lost nothing: the cut round is extended on the same GPU, and it finishes as if alone
+    assert by_id[0].jct_s == pytest.approx(360 * 3, abs=2 / rate)
+    assert r.summary["restarts"] == 0
+
+
+def test_admit_on_arrival_keeps_whole_rounds_when_no_gpu_is_idle(table):
+    rate = table.get(R50, 1, "v100")
+    jobs = [job(0, steps=rate * 360 * 3), job(1, steps=rate * 100, arrival=100.0)]
+    r = simulate(jobs, parse_cluster("1:0:0"), table, AdmittingPolicy(), record_events=True)
+    first = next(e for e in r.events if e["event"] == "round")
+    assert first["end"] - first["t"] == pytest.approx(math.floor(rate * 360) / rate)  # not cut at t = 100
+    assert {row.job_id: row for row in r.rows}[1].first_start_s > 100.0
+
+
 def test_multi_gpu_job_with_fewer_steps_than_gpus_is_not_dropped(table):
     # Gavel drops such a job after 5 "failed" micro-tasks; we must finish it.
     r = simulate([job(0, sf=4, steps=3)], parse_cluster("4:0:0"), table, FastestTypePolicy())

@@ -62,6 +62,8 @@ class HadarPolicy:
     type_agnostic: ClassVar[bool] = False
     spans_types: ClassVar[bool] = True
     resolve_every_round: ClassVar[bool] = True
+    #: a round that leaves GPUs idle ends at the next arrival (engine.py)
+    admit_on_arrival: ClassVar[bool] = True
 
     def __init__(self, *, utility: str = "jct", rate_model: str = "sync", steepness: float = 0.25,
                  exponent: float = 1.0, aging_s: float | None = None, restart_s: float = 0.0,
