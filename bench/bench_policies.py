@@ -12,7 +12,11 @@ printed next to ours where known: LAS 0.07-0.12 s and makespan 0.30-0.40 s at
 2048 jobs, finish-time fairness 1.97 s at 512 jobs. ``speedup`` divides the
 low end of Gavel's range by our median time.
 
-Run: ``.venv/bin/python bench/bench_policies.py [--sizes 32,128,512,2048] [--repeat 3]``
+``--solver ecos`` times the path ``--gavel-compat`` runs use for the policies
+that have one (makespan, max-sum, finish-time fairness: our re-implementation
+of ECOS's iterations on cvxpy's problem form, ``policies/gavel/ecos_ipm.py``).
+
+Run: ``.venv/bin/python bench/bench_policies.py [--sizes 32,128,512,2048] [--repeat 3] [--solver ecos]``
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 
 from hadar.model import Cluster, JobView, SchedulerState, ThroughputTable
 from hadar.policies import available, create
+from hadar.policies.registry import factory
 
 GAVEL_S = {  # policy -> {jobs: (low, high) seconds}
     "max_min_fairness_perf": {2048: (0.07, 0.12)},
@@ -60,10 +65,10 @@ def make_state(n_jobs: int, seed: int = 0) -> SchedulerState:
     return SchedulerState(now_s=NOW_S, round_s=360.0, cluster=cluster, jobs=jobs, table=table)
 
 
-def time_policy(name: str, state: SchedulerState, repeat: int) -> float:
+def time_policy(name: str, state: SchedulerState, repeat: int, **kw: str) -> float:
     times = []
     for _ in range(repeat):
-        policy = create(name)
+        policy = create(name, **kw)
         t0 = time.perf_counter()
         policy.allocate(state)
         times.append(time.perf_counter() - t0)
@@ -76,17 +81,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--policies", default="", help="comma-separated (default: every registered policy)")
     ap.add_argument("--all-sizes", action="store_true", help="also run slow policies at every size")
+    ap.add_argument("--solver", choices=("highs", "ecos"), default="highs",
+                    help="ecos: the gavel-compat path, for the policies that have one")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     names = args.policies.split(",") if args.policies else list(FIRST) + [p for p in available() if p not in FIRST]
     states = {n: make_state(n) for n in sizes}
     create(names[0]).allocate(states[sizes[0]])  # warm up imports and HiGHS
     print(f"{'policy':38s} {'jobs':>5s} {'ours (s)':>10s} {'Gavel (s)':>11s} {'speedup':>8s}")
+    kw = {"solver": args.solver} if args.solver == "ecos" else {}
+    if kw:
+        names = [n for n in names if getattr(factory(n), "reference_solver", False)]
     for name in names:
         for n in sizes:
             if not args.all_sizes and n > SLOW_AT.get(name, n):
                 continue
-            t = time_policy(name, states[n], args.repeat)
+            t = time_policy(name, states[n], args.repeat, **kw)
             ref = GAVEL_S.get(name, {}).get(n)
             ref_s = f"{ref[0]:.2f}-{ref[1]:.2f}" if ref and ref[0] != ref[1] else (f"{ref[0]:.2f}" if ref else "")
             speed = f"{ref[0] / t:7.1f}x" if ref else ""

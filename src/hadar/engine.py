@@ -15,8 +15,9 @@ re-solve is forced (Gavel's stall breaker).
 A policy with ``resolve_every_round = True`` (Hadar, YARN-CS: cheap,
 per-round decisions that must see every arrival and completion) is
 re-solved at every round boundary in both modes. A policy with
-``admit_on_arrival = True`` (Hadar) has a round that leaves GPUs idle end
-at the next arrival, so new jobs need not wait for the round's end.
+``cut_rounds = True`` (Hadar) has a round end early at an arrival that finds
+GPUs idle or at a completion that frees GPUs for a waiting job, so neither
+the new job nor the freed GPUs wait for the round's end.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class Engine:
                 continue
             stalled = False
             ran_nothing = False
-            plan = self._cut_at_arrival(plan, workload, now)
+            plan = self._cut_round(plan, workload, now)
             report = self.executor.run_round(plan)
             finished = self.ledger.apply(plan, report)
             self.stats.rounds += 1
@@ -128,18 +129,31 @@ class Engine:
         self.stats.wall_s = elapsed_s(started)
         return self.stats
 
-    def _cut_at_arrival(self, plan: RoundPlan, workload: Workload, now: float) -> RoundPlan:
-        """A policy with ``admit_on_arrival`` (Hadar) ends a round that leaves GPUs idle at the
-        next arrival, so the new job starts on them then rather than at the round's end; the
-        running leases carry on on the same GPUs next round (extended, no restart)."""
-        if not getattr(self.policy, "admit_on_arrival", False):
+    def _cut_round(self, plan: RoundPlan, workload: Workload, now: float) -> RoundPlan:
+        """A policy with ``cut_rounds`` (Hadar) ends a round early at the first moment GPUs could be
+        put to better use: the next arrival, if the round leaves GPUs idle; a lease's predicted
+        finish (its remaining steps at the executor's rate, when the executor tells its rates), if a
+        job is waiting for GPUs or will have arrived by then. Leases still running carry on on the same GPUs next round
+        (extended, no restart)."""
+        if not getattr(self.policy, "cut_rounds", False):
             return plan
+        end = plan.start_s + plan.duration_s
+        cuts: list[float] = []
         nxt = workload.next_arrival()
-        if nxt is None or not now < nxt < plan.start_s + plan.duration_s:
-            return plan
-        if sum(len(lease.gpus) for lease in plan.leases) >= self.ledger.cluster.num_gpus:
-            return plan
-        return dataclasses.replace(plan, duration_s=nxt - plan.start_s)
+        if (nxt is not None and now < nxt < end
+                and sum(len(lease.gpus) for lease in plan.leases) < self.ledger.cluster.num_gpus):
+            cuts.append(nxt)
+        rate = getattr(self.executor, "rate", None)
+        planned = {lease.job_id for lease in plan.leases}
+        if rate is not None:
+            waiting = any(jid not in planned for jid in self.ledger.active)
+            for lease in plan.leases:
+                r = rate(lease)
+                if r > 0 and lease.copy == 0:
+                    t = plan.start_s + lease.max_steps / r * (1 + 1e-9) + 1e-9  # just past the last step
+                    if t < end and (waiting or (nxt is not None and nxt < t)):
+                        cuts.append(t)
+        return dataclasses.replace(plan, duration_s=min(cuts) - plan.start_s) if cuts else plan
 
     def _done(self, workload: Workload) -> bool:
         if workload.window is not None:

@@ -43,11 +43,11 @@ def test_arrival_mid_round_waits_for_boundary_and_counts_from_arrival(table):
 
 
 class AdmittingPolicy(FastestTypePolicy):
-    admit_on_arrival = True
+    cut_rounds = True
     resolve_every_round = True
 
 
-def test_admit_on_arrival_starts_a_job_on_idle_gpus_at_once(table):
+def test_cut_rounds_starts_a_job_on_idle_gpus_at_once(table):
     rate = table.get(R50, 1, "v100")
     jobs = [job(0, steps=rate * 360 * 3), job(1, steps=rate * 100, arrival=100.0)]
     r = simulate(jobs, parse_cluster("2:0:0"), table, AdmittingPolicy(), record_events=True)
@@ -59,7 +59,17 @@ def test_admit_on_arrival_starts_a_job_on_idle_gpus_at_once(table):
     assert r.summary["restarts"] == 0
 
 
-def test_admit_on_arrival_keeps_whole_rounds_when_no_gpu_is_idle(table):
+def test_cut_rounds_hands_a_finished_jobs_gpu_to_a_waiting_job_at_once(table):
+    rate = table.get(R50, 1, "v100")
+    # job 1 keeps its GPU busy all round; job 0 finishes at 100 s; job 2 (arrived at 10 s) waits for a GPU
+    jobs = [job(0, steps=math.floor(rate * 100)), job(1, steps=rate * 360 * 3), job(2, steps=rate * 360, arrival=10.0)]
+    cut = {row.job_id: row for row in simulate(jobs, parse_cluster("2:0:0"), table, AdmittingPolicy()).rows}
+    assert cut[2].first_start_s == pytest.approx(cut[0].finish_s, abs=1e-6)
+    whole = {row.job_id: row for row in simulate(jobs, parse_cluster("2:0:0"), table, FastestTypePolicy()).rows}
+    assert whole[2].first_start_s > 300.0  # Gavel's mechanism: the freed GPU idles until the round ends
+
+
+def test_cut_rounds_keeps_whole_rounds_when_no_gpu_is_idle(table):
     rate = table.get(R50, 1, "v100")
     jobs = [job(0, steps=rate * 360 * 3), job(1, steps=rate * 100, arrival=100.0)]
     r = simulate(jobs, parse_cluster("1:0:0"), table, AdmittingPolicy(), record_events=True)

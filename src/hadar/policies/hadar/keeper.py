@@ -19,6 +19,10 @@ gangs (the usual fill pass then uses any GPU left over).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,6 +88,21 @@ def _rows(ii: np.ndarray, rr: np.ndarray, frac: np.ndarray, scale: np.ndarray, m
     return rows, np.concatenate([cols, cols, cols]), np.concatenate([-frac, scale[ii].astype(float), np.ones(k)])
 
 
+@contextlib.contextmanager
+def _stdout_silenced() -> Iterator[None]:
+    """HiGHS's MIP solver can print a diagnostic line straight to file descriptor 1, which would
+    corrupt ``--json`` output; send that descriptor to /dev/null for the call."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def round_plan(work: Work, value: np.ndarray, round_s: float, later_s: float, *, whole: bool = False
                ) -> tuple[np.ndarray, np.ndarray] | None:
     """Plan for this round: ``x[i, r]`` = share of the round job i runs on W GPUs of type r, and per
@@ -120,8 +139,9 @@ def round_plan(work: Work, value: np.ndarray, round_s: float, later_s: float, *,
     c = np.concatenate([-gain, np.zeros(k), [1e3 * (float(np.abs(gain).sum()) + 1.0) / round_h]])
     upper = np.concatenate([np.ones(k), np.full(k + 1, np.inf)])
     if whole:
-        res = milp(c, constraints=LinearConstraint(a, -np.inf, b), bounds=Bounds(np.zeros(2 * k + 1), upper),
-                   integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"time_limit": 2.0})
+        with _stdout_silenced():
+            res = milp(c, constraints=LinearConstraint(a, -np.inf, b), bounds=Bounds(np.zeros(2 * k + 1), upper),
+                       integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"time_limit": 2.0})
         if res.x is None:
             return None
         price = np.zeros(m)

@@ -48,7 +48,8 @@ class HadarPolicy:
     lets one round push the horizon for all remaining work out by at most
     this share of the round, re-planning the round when the packed
     placement would; ``keep_whole``: with at most this many active jobs the
-    re-plan is a small MIP in whole gangs (else an LP, rounded);
+    re-plan is a small MIP in whole gangs when, besides, every job can run
+    at once (else the LP plan, rounded);
     ``keep_max_jobs``: above this many active jobs the keeper is skipped
     (its LPs cost ~70 ms each at 2048 jobs). ``first_round``: a job that
     has never run goes ahead of every job that has (it starts at the first
@@ -62,8 +63,8 @@ class HadarPolicy:
     type_agnostic: ClassVar[bool] = False
     spans_types: ClassVar[bool] = True
     resolve_every_round: ClassVar[bool] = True
-    #: a round that leaves GPUs idle ends at the next arrival (engine.py)
-    admit_on_arrival: ClassVar[bool] = True
+    #: rounds end early at an arrival that finds GPUs idle or a completion a waiting job can use (engine.py)
+    cut_rounds: ClassVar[bool] = True
 
     def __init__(self, *, utility: str = "jct", rate_model: str = "sync", steepness: float = 0.25,
                  exponent: float = 1.0, aging_s: float | None = None, restart_s: float = 0.0,
@@ -202,7 +203,13 @@ class HadarPolicy:
         packed = horizon_s(Work(x, work.remaining - work.progress(counts, state.round_s), scale, free))
         if packed <= allowed * (1 + 1e-6) + 1e-6:
             return counts
-        got = round_plan(work, value, state.round_s, allowed, whole=len(state.jobs) <= self.keep_whole)
+        # whole gangs when every job can run at once and only the types are in question (the end of a
+        # drain); where jobs compete for GPUs, a whole-gang round that must keep pace would, round after
+        # round, trade every job's completion for the last one's: the fractional plan keeps pace over rounds
+        endgame = len(state.jobs) <= self.keep_whole and scale.sum() <= free.sum()
+        got = round_plan(work, value, state.round_s, allowed, whole=True) if endgame else None
+        if got is None:
+            got = round_plan(work, value, state.round_s, allowed)
         if got is None:
             return counts
         kept = self._round_plan(state, x, value, scale, free, got[0], got[1], order)
