@@ -90,6 +90,24 @@ def test_hadar_run_json_and_out(ray_session, test_policy, tmp_path, capsys):
 
 
 @pytest.mark.runtime
+def test_hadar_starts_an_arriving_job_mid_round_on_idle_gpus(ray_session, tmp_path, capsys):
+    # job 0 keeps one GPU busy through a 10 s round; job 1 arrives at 2 s while three GPUs idle:
+    # Hadar's round ends at the arrival (cut_rounds) and job 1 starts then
+    jobs = _write(tmp_path, "jobs.yaml", "jobs:\n  - {job_type: recoder, total_steps: 6000}\n"
+                  "  - {job_type: resnet, total_steps: 100, arrival_s: 2}\n")
+    cluster = _write(tmp_path, "cluster.yaml", CLUSTER_YAML)
+    rc = main(["run", "--cluster", cluster, "--jobs", jobs, "--policy", "hadar", "--round-s", "10", "--json",
+               "--no-progress", "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert json.loads(captured.out)["jobs_completed"] == 2
+    events = [json.loads(line) for line in (tmp_path / "out" / "events.jsonl").read_text().splitlines()]
+    rounds = [e for e in events if e["event"] == "round"]
+    assert rounds[0]["end"] < 3.0  # cut at the arrival, not at 10 s
+    assert {lease[0] for lease in rounds[1]["leases"]} == {0, 1}  # both run from the arrival on
+
+
+@pytest.mark.runtime
 def test_hadar_run_joins_an_existing_cluster_with_address(ray_session, tmp_path):
     import ray
 
