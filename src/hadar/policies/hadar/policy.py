@@ -219,8 +219,9 @@ class HadarPolicy:
     def _round_plan(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
                     free: np.ndarray, plan: np.ndarray, price: np.ndarray, order: np.ndarray
                     ) -> dict[int, dict[int, int]]:
-        """Whole gangs from a fractional plan: jobs by planned share, each on its planned type
-        (the previous one first, then the largest share); leftover GPUs go through the fill pass."""
+        """Whole gangs from a fractional plan: the jobs the LP prices as critical (the horizon needs
+        them) first, then by planned share and packing order; each on its planned type (its previous
+        one if the plan mostly agrees, else the largest share); leftover GPUs go through the fill pass."""
         book = PriceBook(free, 1.0, 1.0, 0.0)
         prev = self._previous_counts(state)
         rank = np.empty(len(order), dtype=int)
