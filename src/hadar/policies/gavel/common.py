@@ -123,6 +123,18 @@ def finish(state: SchedulerState, x: np.ndarray, active: np.ndarray, **kw: objec
     return Allocation.for_state(state, np.where(active, clip_fractions(x), 0.0), **kw)  # type: ignore[arg-type]
 
 
+class ReferenceSolved:
+    """A policy with a Gavel-exact path: ``solver="ecos"`` solves cvxpy's problem form with our
+    re-implementation of ECOS (ecos_ipm.py); Gavel-compatible runs select it (sim/run.py)."""
+
+    reference_solver: ClassVar[bool] = True
+
+    def __init__(self, solver: str = "highs") -> None:
+        if solver not in ("highs", "ecos"):
+            raise ValueError(f"solver must be 'highs' or 'ecos', got {solver!r}")
+        self.solver = solver
+
+
 class GavelPolicyBase:
     """Shared entry point: empty states, then ``solve`` on the throughputs this policy sees
     (the real ones, or the V100 view for type-agnostic variants)."""

@@ -35,7 +35,7 @@ import numpy as np
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel import cvx_forms
 from hadar.policies.gavel.center import FACE_TOL, interior_point
-from hadar.policies.gavel.common import GavelPolicyBase, Inputs, finish, isolated_throughputs
+from hadar.policies.gavel.common import GavelPolicyBase, Inputs, ReferenceSolved, finish, isolated_throughputs
 from hadar.policies.gavel.problem import ClassProblem
 from hadar.policies.lp import maxmin_lp, scale_to_unit
 from hadar.policies.registry import register
@@ -128,15 +128,7 @@ def solve_finish_time(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarr
     return prob.expand(x_cls, m), iso
 
 
-class _FinishTimeBase(GavelPolicyBase):
-    #: Gavel-compatible runs select ``solver="ecos"`` (sim/run.py).
-    reference_solver: ClassVar[bool] = True
-
-    def __init__(self, solver: str = "highs") -> None:
-        if solver not in ("highs", "ecos"):
-            raise ValueError(f"solver must be 'highs' or 'ecos', got {solver!r}")
-        self.solver = solver
-
+class _FinishTimeBase(ReferenceSolved, GavelPolicyBase):
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
         cumulative = cumulative_isolated_time(state, state.memo)
         x_ecos = solve_finish_time_ecos(throughputs, inp, cumulative, state) if self.solver == "ecos" else None

@@ -32,7 +32,7 @@ import numpy as np
 from hadar.errors import SolverError
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel import cvx_forms
-from hadar.policies.gavel.common import GavelPolicyBase, Inputs, finish
+from hadar.policies.gavel.common import GavelPolicyBase, Inputs, ReferenceSolved, finish
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.registry import register
 
@@ -121,15 +121,7 @@ def solve_makespan(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
     return prob.expand(x_cls, m)
 
 
-class _MakespanBase(GavelPolicyBase):
-    #: Gavel-compatible runs select ``solver="ecos"`` (sim/run.py).
-    reference_solver: ClassVar[bool] = True
-
-    def __init__(self, solver: str = "highs") -> None:
-        if solver not in ("highs", "ecos"):
-            raise ValueError(f"solver must be 'highs' or 'ecos', got {solver!r}")
-        self.solver = solver
-
+class _MakespanBase(ReferenceSolved, GavelPolicyBase):
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
         x = solve_makespan_ecos(throughputs, inp, state) if self.solver == "ecos" else None
         if x is None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel import cvx_forms
-from hadar.policies.gavel.common import Inputs, empty_allocation, finish
+from hadar.policies.gavel.common import Inputs, ReferenceSolved, empty_allocation, finish
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.lp import base_constraints, solve_lp
 from hadar.policies.registry import register
@@ -57,17 +57,9 @@ def solve_max_sum_ecos(throughputs: np.ndarray, inp: Inputs, state: SchedulerSta
 
 
 @register("max_sum_throughput_perf", "maximize the sum of raw throughputs (steps/s) over jobs (Gavel)")
-class MaxSumThroughputPerf:
+class MaxSumThroughputPerf(ReferenceSolved):
     name: ClassVar[str] = "max_sum_throughput_perf"
     type_agnostic: ClassVar[bool] = False
-    #: Gavel-compatible runs select ``solver="ecos"`` (sim/run.py).
-    reference_solver: ClassVar[bool] = True
-
-    def __init__(self, solver: str = "highs") -> None:
-        if solver not in ("highs", "ecos"):
-            raise ValueError(f"solver must be 'highs' or 'ecos', got {solver!r}")
-        self.solver = solver
-
     def allocate(self, state: SchedulerState) -> Allocation:
         if not state.jobs:
             return empty_allocation(state)
