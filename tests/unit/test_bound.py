@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hadar.metrics.bound import bound_summary, compute_bounds, jct_bound_s, ttd_forking_bound_s, ttd_lp_bound_s
+from hadar.errors import InfeasibleError
+from hadar.metrics.bound import (
+    bound_summary,
+    compute_bounds,
+    jct_bound_s,
+    jct_floor_s,
+    ttd_forking_bound_s,
+    ttd_lp_bound_s,
+)
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
@@ -84,3 +92,44 @@ def test_simulate_summary_reports_limits(table) -> None:
     for key in ("jct_bound_s", "stretch", "ttd_bound_s", "ttd_over_bound"):
         assert s[key] is not None
     assert s["stretch"] >= 1.0 - 1e-9 and s["ttd_over_bound"] >= 1.0 - 1e-9
+
+
+ONE_FAST = Cluster.from_counts({"fast": 1})
+
+
+def test_jct_floor_single_gpu_is_shortest_first() -> None:
+    # one GPU, jobs of 1000 s and 2000 s at t=0: shortest first finishes at 1000 and 3000 (mean 2000),
+    # and no schedule does better; the floor may lose at most half a slot per job to its slot starts
+    jobs = [job(0, "b", 1000), job(1, "b", 2000)]
+    floor = jct_floor_s(jobs, ONE_FAST, TABLE, slot_s=20.0)
+    assert 2000.0 - 20.0 <= floor <= 2000.0 + 1e-6
+    assert floor > jct_bound_s(jobs, ONE_FAST, TABLE) == pytest.approx(1500.0)
+
+
+def test_jct_floor_gangs_queue_behind_each_other() -> None:
+    # two 2-GPU jobs of 200 s on 2 GPUs: one waits for the other (mean 300 s); the JCT bound says 200
+    jobs = [job(0, "a", 800, sf=2), job(1, "a", 800, sf=2)]
+    cluster = Cluster.from_counts({"fast": 2})
+    assert jct_floor_s(jobs, cluster, TABLE, slot_s=5.0) == pytest.approx(300.0, abs=5.0)
+    assert jct_bound_s(jobs, cluster, TABLE) == pytest.approx(200.0)
+
+
+def test_jct_floor_uses_each_type_for_whom_it_suits() -> None:
+    # a: 2000 steps, 1000 s on fast, 2000 s on slow; b: 1000 steps, 1000 s on either: a on fast and b
+    # on slow finish both at 1000 s, which is each one's best alone: the floor equals the JCT bound
+    jobs = [job(0, "a", 2000), job(1, "b", 1000)]
+    assert jct_floor_s(jobs, ONE_EACH, TABLE) == pytest.approx(1000.0, rel=1e-6)
+
+
+def test_jct_floor_with_a_later_arrival_is_a_relaxation() -> None:
+    # one GPU: job 0 (2000 s) at 0, job 1 (1000 s) at 1000: the best schedules reach a mean JCT of 2000 s;
+    # the fluid floor counts job 0's split work by its mean time and says 1750 s: below, never above
+    jobs = [job(0, "b", 2000), job(1, "b", 1000, arrival=1000.0)]
+    floor = jct_floor_s(jobs, ONE_FAST, TABLE, slot_s=10.0)
+    assert 1750.0 - 10.0 <= floor <= 2000.0
+
+
+def test_jct_floor_rejects_a_job_no_gpu_can_run() -> None:
+    table = ThroughputTable({("a", 1): {"fast": 0.0, "slow": 1.0}})
+    with pytest.raises(InfeasibleError):
+        jct_floor_s([job(0, "a", 10)], ONE_FAST, table)

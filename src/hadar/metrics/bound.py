@@ -299,3 +299,62 @@ def bound_summary(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable,
         out["ttd_forking_bound_s"] = ttd_bound
     out["ttd_over_bound"] = makespan_s / ttd_bound if makespan_s is not None and ttd_bound > 0 else None
     return out
+
+
+def jct_floor_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *, slot_s: float = 360.0) -> float:
+    """A lower bound on the avg JCT any non-forking scheduler reaches on ``jobs`` together (the JCT
+    bound counts each job alone; this one counts the contention for GPUs).
+
+    A fluid relaxation, time-indexed in slots of ``slot_s``: ``f[j, r, t]``
+    is the share of job j done on type r in slot t. Running on W GPUs of r,
+    j finishes in ``d_jr = N_j / X[type, W, r]``; in slot t type r serves
+    at most ``C_r x slot`` GPU-seconds (``sum_j f d_jr W_j``), j runs at
+    most the part of the slot after its arrival (``sum_r f d_jr``), every
+    job is done (``sum f = 1``). Any schedule, preemptive and mixing types
+    as it likes, is such a plan. Its completion obeys
+    ``C_j >= a_j + d_j`` (``d_j`` the best-type time) and
+    ``C_j >= M_j + d_j / 2``, where ``M_j`` is the mean time at which j's
+    work is done (j works at most at its best rate, so its last ``d_j``
+    before C_j hold at most all of it), and ``M_j >= sum f x max(slot
+    start, a_j)``. The LP minimizes the mean of such ``C_j - a_j``; finer
+    slots tighten it (and cost more).
+    """
+    if not jobs:
+        return 0.0
+    rates = _rates(jobs, cluster, table)
+    if np.any(rates.max(axis=1) <= 0):
+        raise InfeasibleError("a job has zero throughput on every GPU type of the cluster: no finite JCT floor")
+    if slot_s <= 0:
+        raise ValueError(f"slot length must be positive, got {slot_s}")
+    steps = np.array([j.total_steps for j in jobs], dtype=float)
+    scale = np.array([j.scale_factor for j in jobs], dtype=float)
+    arrival = np.array([j.arrival_s for j in jobs], dtype=float)
+    arrival -= arrival.min()
+    with np.errstate(divide="ignore"):
+        dur = np.where(rates > 0, steps[:, None] / np.where(rates > 0, rates, 1.0), np.inf)
+    best = dur.min(axis=1)
+    cap = np.array([cluster.count(t) for t in cluster.gpu_types], dtype=float)
+    m, n = dur.shape
+    # long enough for everything to be done after the last arrival
+    slots = int(np.ceil((arrival.max() + ttd_lp_bound_s(jobs, cluster, table) + best.max()) / slot_s)) + 1
+    start = np.arange(slots) * slot_s
+    room = np.clip(start[None, :] + slot_s - np.maximum(start[None, :], arrival[:, None]), 0.0, slot_s)  # m x slots
+    jj, rr, tt = np.nonzero(np.isfinite(dur)[:, :, None] & (room > 0)[:, None, :])
+    k = jj.size
+    col = np.arange(k)
+    d = dur[jj, rr]
+    # rows: capacity r * slots + t; job time n * slots + j * slots + t; completion n*slots + m*slots + j
+    base = n * slots + m * slots
+    rows = np.concatenate([rr * slots + tt, n * slots + jj * slots + tt, base + jj, base + np.arange(m)])
+    cols = np.concatenate([col, col, col, k + np.arange(m)])
+    vals = np.concatenate([d * scale[jj], d, np.maximum(start[tt], arrival[jj]), -np.ones(m)])
+    a_ub = sparse.csr_matrix((vals, (rows, cols)), shape=(base + m, k + m))
+    b_ub = np.concatenate([np.repeat(cap, slots) * slot_s, room.ravel(), -best / 2])
+    a_eq = sparse.csr_matrix((np.ones(k), (jj, col)), shape=(m, k + m))
+    c = np.concatenate([np.zeros(k), np.ones(m)])
+    bounds = np.column_stack([np.zeros(k + m), np.full(k + m, np.inf)])
+    bounds[k:, 0] = arrival + best
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(m), bounds=bounds, method="highs")
+    if res.status != 0:
+        raise InfeasibleError(f"JCT floor LP failed: {res.message}")
+    return float(res.fun - arrival.sum()) / m
