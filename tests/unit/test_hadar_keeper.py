@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hadar.policies import create
-from hadar.policies.hadar.keeper import Work, horizon_s, round_plan
+from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, periods_s, round_plan
 from tests.unit.test_hadar import ONE_FAST, ONE_FAST_ONE_SLOW, job, placed, state_of
 
 
@@ -81,7 +81,8 @@ def test_keep_slack_is_validated() -> None:
 
 
 def test_a_job_that_never_ran_goes_first() -> None:
-    st = state_of(ONE_FAST, [job(0, "short", 400), job(1, "long", 40000, arrival=10.0)], now=360.0)
+    # (the short job needs 1000 s more: it does not finish this round, which would put it first)
+    st = state_of(ONE_FAST, [job(0, "short", 4000), job(1, "long", 40000, arrival=10.0)], now=360.0)
     ran = dataclasses.replace(st.jobs[0], attained_gpu_s=360.0)
     st = dataclasses.replace(st, jobs=(ran, st.jobs[1]))
     def who(**kw):
@@ -89,3 +90,48 @@ def test_a_job_that_never_ran_goes_first() -> None:
         return sorted(alloc.placement)
     assert who(first_round=False) == [0]  # shortest remaining first
     assert who() == [1]  # the new job gets its first round
+
+
+def test_plan_periods_split_the_round_then_grow() -> None:
+    lens = periods_s(360.0, 10_000.0)
+    assert lens[:4].tolist() == pytest.approx([120.0, 120.0, 120.0, 360.0])
+    assert lens[4] == pytest.approx(1080.0)
+    assert lens.sum() == pytest.approx(10_000.0) and (lens > 0).all()
+    assert periods_s(360.0, 100.0).sum() == pytest.approx(720.0)  # never less than two rounds
+
+
+def test_jct_plan_finishes_the_short_job_this_round() -> None:
+    # one GPU: 400 steps (100 s) and 40000 steps (10000 s) at 4 steps/s: the short job is done this round
+    w = work([[4.0], [4.0]], [400, 40000], [1, 1], [1])
+    x, now = jct_plan(w, np.ones(2), 360.0, 3 * horizon_s(w))
+    assert now[0] == pytest.approx(1.0)
+    assert x[0, 0] == pytest.approx(100 / 360) and x[1, 0] == pytest.approx(260 / 360)
+
+
+def test_jct_plan_gives_each_type_to_whom_it_suits() -> None:
+    # equal work; job 0 is 10x faster on fast, job 1 the same anywhere: job 0 on fast, job 1 on slow
+    w = work([[10.0, 1.0], [2.0, 2.0]], [36000, 7200], [1, 1], [1, 1])
+    x, _ = jct_plan(w, np.ones(2), 360.0, 3 * horizon_s(w))
+    assert x[0, 0] == pytest.approx(1.0) and x[1, 1] == pytest.approx(1.0)
+
+
+def test_jct_plan_respects_capacity_and_gangs() -> None:
+    rng = np.random.default_rng(5)
+    m = 20
+    w = work(rng.uniform(0.5, 5.0, (m, 3)), rng.uniform(2e3, 2e5, m), rng.choice([1, 2, 4], m), [4, 4, 4])
+    x, now = jct_plan(w, np.ones(m), 360.0, 3 * horizon_s(w))
+    assert (x >= -1e-9).all() and (x.sum(axis=1) <= 1 + 1e-6).all()
+    assert ((w.scale[:, None] * x).sum(axis=0) <= w.capacity + 1e-6).all()
+    assert ((now >= -1e-9) & (now <= 1 + 1e-9)).all()
+
+
+def test_hadar_plan_is_validated_and_pack_is_the_spec_mode() -> None:
+    from hadar.errors import InputError
+
+    with pytest.raises(InputError):
+        create("hadar", plan="greedy")
+    with pytest.raises(InputError):
+        create("hadar", plan_total=0.5)
+    # plan="pack" is spec section 3 alone: shortest remaining first on the fast GPU
+    jobs = [job(0, "long", 40000), job(1, "short", 400)]
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, plan="pack", keep_slack=None)[1] == ["fast"]

@@ -48,8 +48,9 @@ from hadar.policies.registry import register
 
 @register("hadare", "HadarE: Hadar, then job copies (one per node, up to W GPUs each) on every node with free GPUs")
 class HadarEPolicy(HadarPolicy):
-    """Hadar's parameters (see ``HadarPolicy``; its TTD keeper and first-round rule are off by
-    default here: the keeper's horizon does not model forking, and copies start jobs at once), plus
+    """Hadar's parameters (see ``HadarPolicy``; its JCT plan, TTD keeper and first-round rule are
+    off by default here: the plan's and the keeper's horizons do not model forking, and copies
+    start jobs at once), plus
 
     ``fork``: offer free nodes to copies (off: Hadar's placements run as per-node copies);
     ``match``: exponent of the LP-fit weight on utilities (0: off; 2 by default);
@@ -62,8 +63,8 @@ class HadarEPolicy(HadarPolicy):
 
     def __init__(self, *, fork: bool = True, match: float = 2.0, fork_guard: float | None = 1.0,
                  guard: float | None = None, keep_slack: float | None = None, first_round: bool = False,
-                 **kwargs: object) -> None:
-        super().__init__(guard=guard, keep_slack=keep_slack, first_round=first_round,  # type: ignore[arg-type]
+                 plan: str = "pack", **kwargs: object) -> None:
+        super().__init__(guard=guard, keep_slack=keep_slack, first_round=first_round, plan=plan,  # type: ignore[arg-type]
                          **kwargs)
         self.fork = fork
         self.match = match

@@ -15,6 +15,14 @@ the horizon out by more, the round is re-planned by a two-period LP that
 maximizes the round's utility subject to all remaining work still fitting
 into the allowed horizon, and that fractional plan is rounded to whole
 gangs (the usual fill pass then uses any GPU left over).
+
+``jct_plan`` is the round's plan itself (Hadar's default ``plan="lp"``):
+the fluid schedule of all remaining work over periods of growing length
+that minimizes the mean time at which the work gets done, the LP
+relaxation behind ``metrics.bound.jct_floor_s`` applied to the jobs at
+hand. Packing by utility per GPU ranks jobs one at a time; the plan weighs
+every job's type against every other's at once and sees what each choice
+defers.
 """
 
 from __future__ import annotations
@@ -153,3 +161,70 @@ def round_plan(work: Work, value: np.ndarray, round_s: float, later_s: float, *,
     x = np.zeros((m, n))
     x[ii, rr] = np.clip(res.x[:k], 0.0, 1.0)
     return x, price
+
+
+def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = 3) -> np.ndarray:
+    """Period lengths for a JCT plan: this round in ``split`` equal parts (so that finishing early in
+    the round counts), one more round, then each ``growth`` times the one before, the last one cut
+    to end at ``total_s`` (at least two rounds in all)."""
+    out = [round_s / split] * split + [round_s]
+    while sum(out) < total_s:
+        out.append(out[-1] * growth)
+    out[-1] -= sum(out) - max(total_s, 2 * round_s)
+    if out[-1] <= 0:
+        out.pop()
+    return np.array(out, dtype=float)
+
+
+def jct_plan(work: Work, weight: np.ndarray, round_s: float, total_s: float
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+    """This round's share ``x[i, r]`` (of the round, on W GPUs of type r) in a fluid plan that
+    minimizes the weighted mean time at which the remaining work gets done, all of it within
+    ``total_s`` from now, and per job the share of its remaining work the plan does this round
+    (1: it finishes). None if the solver fails.
+
+    Time is split into periods (``periods_s``: two rounds, then longer and
+    longer). Variable ``f[i, r, k]``: the share of job i's remaining work done
+    on type r in period k, which takes ``d_ir = remaining_i / rate_ir``
+    seconds of the job's W GPUs per unit. In period k type r serves at most
+    ``C_r x length_k`` GPU-seconds and a job runs at most ``length_k``; every
+    job is done; a unit done in period k costs ``weight_i x`` the period's
+    midpoint. So the first period goes to the work that finishes the most job
+    per GPU-second where it runs (shortest remaining first, on the type with
+    the comparative advantage), and what that defers is priced by how long
+    it then waits. An overrun column lets the last period stretch (at a price
+    far above any gain) so the LP is always feasible.
+    """
+    ii, rr = work.pairs()
+    m, n = work.rates.shape
+    k = ii.size
+    if k == 0:
+        return np.zeros((m, n)), np.zeros(m)
+    split = 3
+    lens = periods_s(round_s, total_s, split=split) / _HOUR
+    p = lens.size
+    mid = np.cumsum(lens) - lens / 2
+    dur = work.remaining[ii] / work.rates[ii, rr] / _HOUR  # hours on W GPUs of r to finish
+    live = work.remaining > 0
+    # columns f[pair, period] at pair * p + period, then the overrun (hours the last period stretches);
+    # rows: done i, capacity m + r * p + k, job time m + n * p + i * p + k
+    pair = np.repeat(np.arange(k), p)
+    per = np.tile(np.arange(p), k)
+    col = np.arange(k * p)
+    over = k * p
+    rows = [ii[pair], m + rr[pair] * p + per, m + n * p + ii[pair] * p + per,
+            m + np.arange(n) * p + p - 1, m + n * p + np.arange(m) * p + p - 1]
+    cols = [col, col, col, np.full(n, over), np.full(m, over)]
+    vals = [np.ones(k * p), (dur * work.scale[ii])[pair], dur[pair], -work.capacity.astype(float), -np.ones(m)]
+    a = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(m + n * p + m * p, k * p + 1))
+    b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
+    c = np.concatenate([weight[ii][pair] * mid[per], [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
+    res = linprog(c, A_ub=a[m:], b_ub=b_ub, A_eq=a[:m][live], b_eq=np.ones(int(live.sum())), bounds=(0, None),
+                  method="highs")
+    if res.status != 0:
+        return None
+    now = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)
+    x = np.zeros((m, n))
+    x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, 1.0)
+    return x, np.bincount(ii, weights=now, minlength=m)
