@@ -205,6 +205,16 @@ class HadarPolicy:
             counts = self._keep(state, x, value, scale, taken, counts, order)
         return counts
 
+    @staticmethod
+    def _remaining_work(state: SchedulerState, x: np.ndarray, scale: np.ndarray, taken: dict[int, int]
+                        ) -> tuple[Work, float]:
+        """The remaining work on the GPUs not ``taken``, and its horizon (keeper.horizon_s)."""
+        free = state.capacities().astype(int)
+        for r, k in taken.items():
+            free[r] -= k
+        work = Work(x, state.remaining_steps(), scale, free)
+        return work, horizon_s(work)
+
     def _keep(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
               taken: dict[int, int], counts: dict[int, dict[int, int]], order: np.ndarray
               ) -> dict[int, dict[int, int]]:
@@ -212,11 +222,8 @@ class HadarPolicy:
         for all remaining work drift out by more than ``keep_slack`` x the round."""
         if len(state.jobs) > self.keep_max_jobs:
             return counts
-        free = state.capacities().astype(int)
-        for r, k in taken.items():
-            free[r] -= k
-        work = Work(x, state.remaining_steps(), scale, free)
-        h = horizon_s(work)
+        work, h = self._remaining_work(state, x, scale, taken)
+        free = work.capacity
         if not np.isfinite(h):
             return counts
         allowed = h - state.round_s * (1.0 - self.keep_slack)
@@ -241,11 +248,8 @@ class HadarPolicy:
         """The round from the fluid JCT plan (keeper.jct_plan over ``plan_total`` x the horizon),
         in whole gangs: jobs the plan finishes this round and jobs that never ran (``first_round``)
         first, then by planned share."""
-        free = state.capacities().astype(int)
-        for r, k in taken.items():
-            free[r] -= k
-        work = Work(x, state.remaining_steps(), scale, free)
-        h = horizon_s(work)
+        work, h = self._remaining_work(state, x, scale, taken)
+        free = work.capacity
         if not np.isfinite(h):
             return None
         got = jct_plan(work, state.priority_weights(), state.round_s, h * self.plan_total)
