@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from hadar.errors import InputError
 from hadar.policies import create
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, periods_s, round_plan
 from tests.unit.test_hadar import ONE_FAST, ONE_FAST_ONE_SLOW, job, placed, state_of
@@ -135,3 +136,16 @@ def test_hadar_plan_is_validated_and_pack_is_the_spec_mode() -> None:
     # plan="pack" is spec section 3 alone: shortest remaining first on the fast GPU
     jobs = [job(0, "long", 40000), job(1, "short", 400)]
     assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, plan="pack", keep_slack=None)[1] == ["fast"]
+
+
+def test_keeper_is_looser_while_jobs_still_arrive() -> None:
+    # 'flat' (36000 steps: 1 step/s on fast, 0.9 on slow) sets the horizon (36000 s); shortest first puts
+    # the short job on fast and 'flat' on slow, which pushes the horizon out by 36 s: 10 % of the round
+    jobs = [job(0, "flat", 36000), job(1, "short", 400)]
+    kw = {"plan": "pack", "keep_busy": 0.2}
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, **kw)[1] == ["fast"]  # both just arrived: 20 % allowed
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, plan="pack", keep_busy=None)[0] == ["fast"]  # 1 %
+    # no arrival for over a tenth of the horizon: the drain is on, the 1 % slack again
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=20000.0, **kw)[0] == ["fast"]
+    with pytest.raises(InputError):
+        create("hadar", keep_busy=1.0)

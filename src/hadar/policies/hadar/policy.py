@@ -48,7 +48,10 @@ class HadarPolicy:
     the fill pass. ``keep_slack``: the TTD keeper (keeper.py; None: off)
     lets one round push the horizon for all remaining work out by at most
     this share of the round, re-planning the round when the packed
-    placement would; ``keep_whole``: with at most this many active jobs the
+    placement would; ``keep_busy``: the slack instead while jobs are still
+    arriving (one arrived within ``keep_quiet`` x the horizon; None: always
+    ``keep_slack``), when the drain that sets TTD is still ahead;
+    ``keep_whole``: with at most this many active jobs the
     re-plan is a small MIP in whole gangs when, besides, every job can run
     at once (else the LP plan, rounded);
     ``keep_max_jobs``: above this many active jobs the keeper is skipped
@@ -78,7 +81,8 @@ class HadarPolicy:
     def __init__(self, *, utility: str = "jct", rate_model: str = "sync", steepness: float = 0.25,
                  exponent: float = 1.0, aging_s: float | None = None, restart_s: float = 0.0,
                  fill: bool = True, guard: float | None = None, guard_quiet: float | None = 0.1,
-                 keep_slack: float | None = 0.01, keep_whole: int = 12, keep_max_jobs: int = 1024,
+                 keep_slack: float | None = 0.01, keep_busy: float | None = 0.1, keep_quiet: float = 0.1,
+                 keep_whole: int = 12, keep_max_jobs: int = 1024,
                  first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
                  plan_max_jobs: int = 256) -> None:
         if rate_model not in ("sync", "additive"):
@@ -89,8 +93,11 @@ class HadarPolicy:
             raise InputError(f"unknown Hadar plan {plan!r} (lp or pack)")
         if plan_total < 1:
             raise InputError(f"plan_total must be >= 1 (a multiple of the horizon), got {plan_total}")
-        if keep_slack is not None and not 0 <= keep_slack < 1:
-            raise InputError(f"keep_slack must be in [0, 1), got {keep_slack}")
+        for name, v in (("keep_slack", keep_slack), ("keep_busy", keep_busy)):
+            if v is not None and not 0 <= v < 1:
+                raise InputError(f"{name} must be in [0, 1), got {v}")
+        if keep_quiet < 0:
+            raise InputError(f"keep_quiet must be >= 0, got {keep_quiet}")
         self.utility_name = utility
         self.utility = make_utility(utility, exponent)
         self.rate_model = rate_model
@@ -101,6 +108,8 @@ class HadarPolicy:
         self.guard = guard
         self.guard_quiet = guard_quiet
         self.keep_slack = keep_slack
+        self.keep_busy = keep_busy
+        self.keep_quiet = keep_quiet
         self.keep_whole = keep_whole
         self.keep_max_jobs = keep_max_jobs
         self.first_round = first_round
@@ -226,7 +235,10 @@ class HadarPolicy:
         free = work.capacity
         if not np.isfinite(h):
             return counts
-        allowed = h - state.round_s * (1.0 - self.keep_slack)
+        slack = self.keep_slack
+        if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
+            slack = max(slack, self.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
+        allowed = h - state.round_s * (1.0 - slack)
         packed = horizon_s(Work(x, work.remaining - work.progress(counts, state.round_s), scale, free))
         if packed <= allowed * (1 + 1e-6) + 1e-6:
             return counts
