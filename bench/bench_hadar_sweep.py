@@ -2,7 +2,7 @@
 other clusters, and generated workloads of several loads (default re-solve cadence, seed 0).
 
 Prints, per workload, avg JCT, TTD (and TTD / bound) and queuing delay for both, with `ok` where
-Hadar's is no worse than LAS's and `XX` where it is. About 7 minutes here.
+Hadar's is no worse than LAS's and `XX` where it is. About 4 minutes here.
 
     .venv/bin/python bench/bench_hadar_sweep.py [--only NAME,NAME]
 """
