@@ -2,12 +2,13 @@
 
 Every round (``resolve_every_round``) the policy packs an integral
 placement: each job gets nothing or exactly W GPUs, possibly of several
-types. By default (``plan="lp"``) the round is then taken from a fluid plan
-of the remaining work instead (keeper.jct_plan), in whole gangs. Jobs are taken in decreasing order of their best utility per GPU;
+types. Jobs are taken in decreasing order of their best utility per GPU;
 each one's dual subroutine buys the W GPUs with the best utility minus
 exponential per-type prices, and the prices rise as types fill; a job
 whose best payoff is not positive waits. A fill pass then gives GPUs that
 are still free to waiting jobs, so no GPU idles while a runnable job waits.
+By default (``plan="lp"``) the round is then taken from a fluid plan of all
+remaining work instead (keeper.jct_plan), in whole gangs.
 A job whose counts per type do not change keeps exactly its GPUs (no
 restart); ``restart_s`` > 0 discounts every other placement by the share
 of the round a checkpoint restore would cost.
@@ -65,10 +66,11 @@ class HadarPolicy:
     that round like a packed one. ``pack`` is spec section 3's packing alone.
     The plan needs the ``jct`` utility and no ``guard`` (the packing serves
     the others), and is skipped above ``plan_max_jobs`` active jobs (a round
-    with it takes ~60 ms at 128 jobs and ~0.2 s at 256 on 512 GPUs). ``guard``: the older makespan guard
-    (None: off, the default; the keeper supersedes it): jobs whose
-    remaining best-type time reaches ``guard`` x the LP horizon go first,
-    once no job has arrived for ``guard_quiet`` x that horizon.
+    with it takes ~60 ms at 128 jobs and ~0.2 s at 256 on 512 GPUs).
+    ``guard``: the older makespan guard (None: off, the default; the keeper
+    supersedes it): jobs whose remaining best-type time reaches ``guard`` x
+    the LP horizon go first, once no job has arrived for ``guard_quiet`` x
+    that horizon.
     """
 
     name: ClassVar[str] = "hadar"
