@@ -75,8 +75,6 @@ def test_keeper_leaves_a_placement_that_keeps_the_horizon() -> None:
 
 
 def test_keep_slack_is_validated() -> None:
-    from hadar.errors import InputError
-
     with pytest.raises(InputError):
         create("hadar", keep_slack=1.5)
 
@@ -127,8 +125,6 @@ def test_jct_plan_respects_capacity_and_gangs() -> None:
 
 
 def test_hadar_plan_is_validated_and_pack_is_the_spec_mode() -> None:
-    from hadar.errors import InputError
-
     with pytest.raises(InputError):
         create("hadar", plan="greedy")
     with pytest.raises(InputError):

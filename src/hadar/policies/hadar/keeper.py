@@ -38,6 +38,7 @@ from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 _HOUR = 3600.0
+_SPLIT = 3  # a JCT plan splits this round into so many periods
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +164,7 @@ def round_plan(work: Work, value: np.ndarray, round_s: float, later_s: float, *,
     return x, price
 
 
-def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = 3) -> np.ndarray:
+def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = _SPLIT) -> np.ndarray:
     """Period lengths for a JCT plan: this round in ``split`` equal parts (so that finishing early in
     the round counts), one more round, then each ``growth`` times the one before, the last one cut
     to end at ``total_s`` (at least two rounds in all)."""
@@ -183,8 +184,8 @@ def jct_plan(work: Work, weight: np.ndarray, round_s: float, total_s: float
     ``total_s`` from now, and per job the share of its remaining work the plan does this round
     (1: it finishes). None if the solver fails.
 
-    Time is split into periods (``periods_s``: two rounds, then longer and
-    longer). Variable ``f[i, r, k]``: the share of job i's remaining work done
+    Time is split into periods (``periods_s``: this round in thirds, one more
+    round, then longer and longer). Variable ``f[i, r, k]``: the share of job i's remaining work done
     on type r in period k, which takes ``d_ir = remaining_i / rate_ir``
     seconds of the job's W GPUs per unit. In period k type r serves at most
     ``C_r x length_k`` GPU-seconds and a job runs at most ``length_k``; every
@@ -200,8 +201,7 @@ def jct_plan(work: Work, weight: np.ndarray, round_s: float, total_s: float
     k = ii.size
     if k == 0:
         return np.zeros((m, n)), np.zeros(m)
-    split = 3
-    lens = periods_s(round_s, total_s, split=split) / _HOUR
+    lens = periods_s(round_s, total_s) / _HOUR
     p = lens.size
     mid = np.cumsum(lens) - lens / 2
     dur = work.remaining[ii] / work.rates[ii, rr] / _HOUR  # hours on W GPUs of r to finish
@@ -224,7 +224,7 @@ def jct_plan(work: Work, weight: np.ndarray, round_s: float, total_s: float
                   method="highs")
     if res.status != 0:
         return None
-    now = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)
+    now = res.x[:k * p].reshape(k, p)[:, :_SPLIT].sum(axis=1)
     x = np.zeros((m, n))
     x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, 1.0)
     return x, np.bincount(ii, weights=now, minlength=m)

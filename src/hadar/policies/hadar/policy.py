@@ -144,10 +144,9 @@ class HadarPolicy:
         scale = state.scale_factors()
         value = self.utility.values(x, self._context(state, scale))
         value = self.adjust_values(state, x, np.where(x > 0, value, 0.0))
-        if self.first_round:
-            fresh = np.array([j.attained_gpu_s <= 0 for j in jobs])
-            if fresh.any() and not fresh.all():  # a job that never ran goes ahead of every job that has
-                value[fresh] = np.where(x[fresh] > 0, value[fresh] + float(value.max()), 0.0)
+        fresh = self._fresh(state)
+        if fresh is not None:  # a job that never ran goes ahead of every job that has
+            value[fresh] = np.where(x[fresh] > 0, value[fresh] + float(value.max()), 0.0)
         reserved = reserved or {}
         if reserved:
             value[[i for i, j in enumerate(jobs) if j.job_id in reserved]] = 0.0
@@ -209,35 +208,38 @@ class HadarPolicy:
                 waiting.append(int(i))
         if self.fill and book.free.sum() > 0:
             self._fill(book, x, value, scale, counts, waiting)
-        if self.plan == "lp" and self.utility_name == "jct" and self.guard is None \
-                and len(state.jobs) <= self.plan_max_jobs:
-            counts = self._jct_plan(state, x, value, scale, taken, order) or counts
-        if self.keep_slack is not None:
-            counts = self._keep(state, x, value, scale, taken, counts, order)
-        return counts
-
-    @staticmethod
-    def _remaining_work(state: SchedulerState, x: np.ndarray, scale: np.ndarray, taken: dict[int, int]
-                        ) -> tuple[Work, float]:
-        """The remaining work on the GPUs not ``taken``, and its horizon (keeper.horizon_s)."""
+        plan = self.plan == "lp" and self.utility_name == "jct" and self.guard is None \
+            and len(state.jobs) <= self.plan_max_jobs
+        keep = self.keep_slack is not None and len(state.jobs) <= self.keep_max_jobs
+        if not (plan or keep):
+            return counts
+        # the remaining work on the GPUs not taken, and its horizon: one LP shared by the plan and the keeper
         free = state.capacities().astype(int)
         for r, k in taken.items():
             free[r] -= k
         work = Work(x, state.remaining_steps(), scale, free)
-        return work, horizon_s(work)
-
-    def _keep(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
-              taken: dict[int, int], counts: dict[int, dict[int, int]], order: np.ndarray
-              ) -> dict[int, dict[int, int]]:
-        """TTD keeper (keeper.py): re-plan the round when the packed placement lets the horizon
-        for all remaining work drift out by more than ``keep_slack`` x the round."""
-        if len(state.jobs) > self.keep_max_jobs:
-            return counts
-        work, h = self._remaining_work(state, x, scale, taken)
-        free = work.capacity
+        h = horizon_s(work)
         if not np.isfinite(h):
             return counts
-        slack = self.keep_slack
+        if plan:
+            counts = self._jct_plan(state, value, work, h, order) or counts
+        if keep:
+            counts = self._keep(state, value, work, h, counts, order)
+        return counts
+
+    def _fresh(self, state: SchedulerState) -> np.ndarray | None:
+        """First-round rule: the jobs that never ran, when some have and some have not (else None)."""
+        if not self.first_round:
+            return None
+        fresh = np.array([j.attained_gpu_s <= 0 for j in state.jobs])
+        return fresh if fresh.any() and not fresh.all() else None
+
+    def _keep(self, state: SchedulerState, value: np.ndarray, work: Work, h: float,
+              counts: dict[int, dict[int, int]], order: np.ndarray) -> dict[int, dict[int, int]]:
+        """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
+        ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round."""
+        x, scale, free = work.rates, work.scale, work.capacity
+        slack = self.keep_slack or 0.0
         if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
             slack = max(slack, self.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
         allowed = h - state.round_s * (1.0 - slack)
@@ -257,25 +259,21 @@ class HadarPolicy:
         rounded = horizon_s(Work(x, work.remaining - work.progress(kept, state.round_s), scale, free))
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
-    def _jct_plan(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
-                  taken: dict[int, int], order: np.ndarray) -> dict[int, dict[int, int]] | None:
-        """The round from the fluid JCT plan (keeper.jct_plan over ``plan_total`` x the horizon),
-        in whole gangs: jobs the plan finishes this round and jobs that never ran (``first_round``)
-        first, then by planned share."""
-        work, h = self._remaining_work(state, x, scale, taken)
-        free = work.capacity
-        if not np.isfinite(h):
-            return None
+    def _jct_plan(self, state: SchedulerState, value: np.ndarray, work: Work, h: float, order: np.ndarray
+                  ) -> dict[int, dict[int, int]] | None:
+        """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
+        horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
+        (``first_round``) first, then by planned share."""
         got = jct_plan(work, state.priority_weights(), state.round_s, h * self.plan_total)
         if got is None:
             return None
         plan, now = got
         first = 2 * (now >= 1.0 - 1e-6)  # the plan finishes these this round, in however little of it
-        if self.first_round:
-            fresh = np.array([j.attained_gpu_s <= 0 for j in state.jobs])
-            if not fresh.all():
-                first = np.maximum(first, fresh)
-        return self._round_plan(state, x, value, scale, free, plan, np.zeros(len(state.jobs)), order, first)
+        fresh = self._fresh(state)
+        if fresh is not None:
+            first = np.maximum(first, fresh)
+        return self._round_plan(state, work.rates, value, work.scale, work.capacity, plan, np.zeros(len(state.jobs)),
+                                order, first)
 
     def _round_plan(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
                     free: np.ndarray, plan: np.ndarray, price: np.ndarray, order: np.ndarray,
