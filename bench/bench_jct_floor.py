@@ -5,9 +5,11 @@ JCT bound counts each job alone on its best GPU type; ``metrics.bound.jct_floor_
 contention (a fluid, time-indexed LP relaxation that every non-forking schedule satisfies). Where
 the floor is above ``bound + (LAS - bound) / 2``, halving LAS's excess is impossible on that
 workload; where it is below, the goal is open and the floor says how far Hadar could still go.
-Finer slots tighten the floor; the default 360 s takes about 1.5 minutes here.
+Finer slots tighten the floor and cost more: by default the 96-job trace uses 360 s slots and the
+static trace (longer) 720 s; ``--slot`` sets both, ``--no-tail`` drops the tail constraints (a looser
+floor, several times faster). About 5 minutes here.
 
-    .venv/bin/python bench/bench_jct_floor.py [--slot 360]
+    .venv/bin/python bench/bench_jct_floor.py [--slot S] [--no-tail]
 """
 
 from __future__ import annotations
@@ -21,21 +23,22 @@ from hadar.model.throughput import ThroughputTable
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
 
-WORKLOADS = (("96-job trace", "max_min_fairness", "8:16:24"), ("static trace", "minimize_makespan", "8:16:24"))
+WORKLOADS = (("96-job trace", "max_min_fairness", "8:16:24", 360.0), ("static trace", "minimize_makespan", "8:16:24", 720.0))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--slot", type=float, default=360.0, help="slot length of the floor's LP (s)")
+    ap.add_argument("--slot", type=float, default=None, help="slot length of the floor's LP (s); default 360 / 720")
+    ap.add_argument("--no-tail", action="store_true", help="without the tail constraints (looser, faster)")
     args = ap.parse_args()
     table = ThroughputTable.load(None)
     print(f"{'workload':14} {'bound h':>8} {'floor h':>8} {'LAS h':>7} {'hadar h':>8} {'halving needs h':>16}  verdict"
           f"   (floor LP s)")
-    for name, trace, spec in WORKLOADS:
+    for name, trace, spec, slot in WORKLOADS:
         cluster = parse_cluster(spec)
         jobs = read_jobs(trace)
         t0 = time.perf_counter()
-        floor = jct_floor_s(jobs, cluster, table, slot_s=args.slot) / 3600
+        floor = jct_floor_s(jobs, cluster, table, slot_s=args.slot or slot, tail=not args.no_tail) / 3600
         lp_s = time.perf_counter() - t0
         bound = jct_bound_s(jobs, cluster, table) / 3600
         las = simulate(read_jobs(trace), cluster, table, "max_min_fairness_perf").summary["avg_jct_s"] / 3600

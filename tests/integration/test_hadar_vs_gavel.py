@@ -75,6 +75,6 @@ def test_static_trace_ttd_near_the_bound_and_halving_las_excess_impossible(table
     assert h["ttd_over_bound"] <= 1.05
     assert h["avg_queuing_delay_s"] < las["avg_queuing_delay_s"]
     bound = h["jct_bound_s"]
-    floor = jct_floor_s(jobs, cluster, table, slot_s=720.0)
+    floor = jct_floor_s(jobs, cluster, table, slot_s=720.0, tail=False)  # the tail tightens it further, slowly
     assert bound < floor <= h["avg_jct_s"]
     assert floor > bound + (las["avg_jct_s"] - bound) / 2

@@ -99,10 +99,11 @@ ONE_FAST = Cluster.from_counts({"fast": 1})
 
 def test_jct_floor_single_gpu_is_shortest_first() -> None:
     # one GPU, jobs of 1000 s and 2000 s at t=0: shortest first finishes at 1000 and 3000 (mean 2000),
-    # and no schedule does better; the floor may lose at most half a slot per job to its slot starts
+    # and no schedule does better; the within-slot term leaves at most a sliver of a slot
     jobs = [job(0, "b", 1000), job(1, "b", 2000)]
-    floor = jct_floor_s(jobs, ONE_FAST, TABLE, slot_s=20.0)
-    assert 2000.0 - 20.0 <= floor <= 2000.0 + 1e-6
+    for tail in (False, True):
+        floor = jct_floor_s(jobs, ONE_FAST, TABLE, slot_s=20.0, tail=tail)
+        assert 2000.0 - 1.0 <= floor <= 2000.0 + 1e-6
     assert floor > jct_bound_s(jobs, ONE_FAST, TABLE) == pytest.approx(1500.0)
 
 
@@ -110,7 +111,7 @@ def test_jct_floor_gangs_queue_behind_each_other() -> None:
     # two 2-GPU jobs of 200 s on 2 GPUs: one waits for the other (mean 300 s); the JCT bound says 200
     jobs = [job(0, "a", 800, sf=2), job(1, "a", 800, sf=2)]
     cluster = Cluster.from_counts({"fast": 2})
-    assert jct_floor_s(jobs, cluster, TABLE, slot_s=5.0) == pytest.approx(300.0, abs=5.0)
+    assert jct_floor_s(jobs, cluster, TABLE, slot_s=5.0) == pytest.approx(300.0, abs=2.0)
     assert jct_bound_s(jobs, cluster, TABLE) == pytest.approx(200.0)
 
 
@@ -126,7 +127,20 @@ def test_jct_floor_with_a_later_arrival_is_a_relaxation() -> None:
     # the fluid floor counts job 0's split work by its mean time and says 1750 s: below, never above
     jobs = [job(0, "b", 2000), job(1, "b", 1000, arrival=1000.0)]
     floor = jct_floor_s(jobs, ONE_FAST, TABLE, slot_s=10.0)
-    assert 1750.0 - 10.0 <= floor <= 2000.0
+    assert 1750.0 - 1.0 <= floor <= 2000.0
+
+
+def test_jct_floor_tail_charges_a_job_the_time_it_still_runs() -> None:
+    # one fast and one 4x slower GPU, two jobs of 1000 s on fast (4000 s on slow). A schedule: job 0 on
+    # fast; job 1 on slow until 1000 s (a quarter done), then on fast for 750 s: mean (1000 + 1750) / 2.
+    # The mean-time bound alone charges job 1's slow quarter half price (1296 s); the tail, which
+    # counts the time a job still runs, lifts the floor towards the schedule without passing it
+    table = ThroughputTable({("e", 1): {"fast": 4.0, "slow": 1.0}})
+    jobs = [job(0, "e", 4000), job(1, "e", 4000)]
+    loose = jct_floor_s(jobs, ONE_EACH, table, slot_s=20.0, tail=False)
+    tight = jct_floor_s(jobs, ONE_EACH, table, slot_s=20.0)
+    assert loose == pytest.approx(1296.0, abs=1.0)
+    assert loose + 30.0 < tight <= 1375.0
 
 
 def test_jct_floor_rejects_a_job_no_gpu_can_run() -> None:

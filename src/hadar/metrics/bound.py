@@ -301,23 +301,39 @@ def bound_summary(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable,
     return out
 
 
-def jct_floor_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *, slot_s: float = 360.0) -> float:
+def jct_floor_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *, slot_s: float = 360.0,
+                tail: bool = True) -> float:
     """A lower bound on the avg JCT any non-forking scheduler reaches on ``jobs`` together (the JCT
     bound counts each job alone; this one counts the contention for GPUs).
 
-    A fluid relaxation, time-indexed in slots of ``slot_s``: ``f[j, r, t]``
-    is the share of job j done on type r in slot t. Running on W GPUs of r,
-    j finishes in ``d_jr = N_j / X[type, W, r]``; in slot t type r serves
-    at most ``C_r x slot`` GPU-seconds (``sum_j f d_jr W_j``), j runs at
-    most the part of the slot after its arrival (``sum_r f d_jr``), every
-    job is done (``sum f = 1``). Any schedule, preemptive and mixing types
-    as it likes, is such a plan. Its completion obeys
-    ``C_j >= a_j + d_j`` (``d_j`` the best-type time) and
-    ``C_j >= M_j + d_j / 2``, where ``M_j`` is the mean time at which j's
-    work is done (j works at most at its best rate, so its last ``d_j``
-    before C_j hold at most all of it), and ``M_j >= sum f x max(slot
-    start, a_j)``. The LP minimizes the mean of such ``C_j - a_j``; finer
-    slots tighten it (and cost more).
+    A fluid relaxation, time-indexed in slots of ``slot_s`` and a last slot
+    without end: ``f[j, r, t]`` is the share of job j done on type r in slot
+    t. Running on W GPUs of r, j finishes in ``d_jr = N_j / X[type, W, r]``;
+    in slot t type r serves at most ``C_r x slot`` GPU-seconds (``sum_j f
+    d_jr W_j``), j runs at most the part of the slot after its arrival
+    (``sum_r f d_jr``), every job is done (``sum f = 1``). Any schedule,
+    preemptive and mixing types as it likes, is such a plan (a gang spanning
+    types at its slowest type's pace does no more than its GPUs would on
+    their own types). Its completion obeys, with ``d_j`` the best-type time
+    and ``s_jt`` the later of the slot's start and j's arrival:
+
+    - ``C_j >= a_j + d_j``;
+    - ``C_j >= M_j + d_j / 2``, where ``M_j`` is the mean time at which j's
+      work is done (j works at most at its best rate, so its last ``d_j``
+      before C_j hold at most all of it). The share ``w`` done in slot t is
+      done no faster than in ``w d_j`` seconds from ``s_jt``, so
+      ``M_j >= sum_t w (s_jt + w d_j / 2)``; the square enters through two
+      tangents;
+    - with ``tail`` (the default), for every slot t:
+      ``C_j >= s_jt G_jt + B_jt``, where ``G_jt`` is the share of j done
+      from slot t on and ``B_jt`` the time j runs from then on: a job not
+      done by ``s_jt`` ends no sooner than ``s_jt`` plus the time it still
+      runs, and a done one has ``G = B = 0``. This is what stops the plan
+      from spreading a job thin over a slow type, or sharing GPUs among
+      jobs, at the price of the mean alone.
+
+    The LP minimizes the mean of ``C_j - a_j``; finer slots tighten it (and
+    cost more; the tail makes it several times larger).
     """
     if not jobs:
         return 0.0
@@ -335,26 +351,66 @@ def jct_floor_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *
     best = dur.min(axis=1)
     cap = np.array([cluster.count(t) for t in cluster.gpu_types], dtype=float)
     m, n = dur.shape
-    # long enough for everything to be done after the last arrival
-    slots = int(np.ceil((arrival.max() + ttd_lp_bound_s(jobs, cluster, table) + best.max()) / slot_s)) + 1
+    # timed slots past the moment everything could be done, then one open slot (any schedule fits)
+    end = 1.25 * max(float((arrival + best).max()), ttd_lp_bound_s(jobs, cluster, table))
+    timed = int(np.ceil(end / slot_s))
+    slots = timed + 1
     start = np.arange(slots) * slot_s
-    room = np.clip(start[None, :] + slot_s - np.maximum(start[None, :], arrival[:, None]), 0.0, slot_s)  # m x slots
+    room = np.clip(start[None, :] + slot_s - np.maximum(start[None, :], arrival[:, None]), 0.0, slot_s)
+    room[:, -1] = np.inf
+    at = np.maximum(start[None, :], arrival[:, None])  # s_jt
+    cj, ct = np.nonzero(room > 0)  # cells (job, slot) after the job's arrival, job-major, slots ascending
+    cells = cj.size
+    cell = np.full((m, slots), -1)
+    cell[cj, ct] = np.arange(cells)
     jj, rr, tt = np.nonzero(np.isfinite(dur)[:, :, None] & (room > 0)[:, None, :])
     k = jj.size
-    col = np.arange(k)
     d = dur[jj, rr]
-    # rows: capacity r * slots + t; job time n * slots + j * slots + t; completion n*slots + m*slots + j
-    base = n * slots + m * slots
-    rows = np.concatenate([rr * slots + tt, n * slots + jj * slots + tt, base + jj, base + np.arange(m)])
-    cols = np.concatenate([col, col, col, k + np.arange(m)])
-    vals = np.concatenate([d * scale[jj], d, np.maximum(start[tt], arrival[jj]), -np.ones(m)])
-    a_ub = sparse.csr_matrix((vals, (rows, cols)), shape=(base + m, k + m))
-    b_ub = np.concatenate([np.repeat(cap, slots) * slot_s, room.ravel(), -best / 2])
-    a_eq = sparse.csr_matrix((np.ones(k), (jj, col)), shape=(m, k + m))
-    c = np.concatenate([np.zeros(k), np.ones(m)])
-    bounds = np.column_stack([np.zeros(k + m), np.full(k + m, np.inf)])
-    bounds[k:, 0] = arrival + best
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(m), bounds=bounds, method="highs")
+    fc = cell[jj, tt]  # each f column's cell
+    # columns: f (k), C (m), q (cells), then with the tail B (cells) and G (cells)
+    c_col, q_col, b_col, g_col = k, k + m, k + m + cells, k + m + 2 * cells
+    width = k + m + (3 if tail else 1) * cells
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    rhs: list[np.ndarray] = []
+    top = 0
+
+    def block(rows: int, entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]], b: np.ndarray) -> None:
+        nonlocal top
+        parts.extend((top + r, c, v) for r, c, v in entries)
+        rhs.append(b)
+        top += rows
+
+    f_col = np.arange(k)
+    timed_f = tt < timed
+    block(n * timed, [(rr[timed_f] * timed + tt[timed_f], f_col[timed_f], (d * scale[jj])[timed_f])],
+          np.repeat(cap, timed) * slot_s)  # capacity
+    timed_c = ct < timed
+    block(cells, [(fc[timed_f], f_col[timed_f], d[timed_f])], np.where(timed_c, room[cj, ct], np.inf))  # job time
+    block(m, [(jj, f_col, at[jj, tt]), (cj, q_col + np.arange(cells), np.ones(cells)),
+              (np.arange(m), np.full(m, c_col) + np.arange(m), -np.ones(m))], -best / 2)  # mean time
+    for frac in (1.0, 0.5):  # q >= tangents of w^2 d_j / 2 (w: the share done in the slot)
+        w0 = np.minimum(1.0, frac * room[cj, ct] / best[cj])
+        block(cells, [(fc, f_col, (w0 * best[cj])[fc]), (np.arange(cells), q_col + np.arange(cells), -np.ones(cells))],
+              w0 ** 2 * best[cj] / 2)
+    if tail:
+        later = cell[cj, np.minimum(ct + 1, slots - 1)]
+        has = ct + 1 < slots
+        for col0, per_f in ((b_col, d), (g_col, np.ones(k))):  # B_t >= this slot's + B_(t+1); G alike
+            block(cells, [(fc, f_col, per_f), (np.nonzero(has)[0], col0 + later[has], np.ones(int(has.sum()))),
+                          (np.arange(cells), col0 + np.arange(cells), -np.ones(cells))], np.zeros(cells))
+        block(cells, [(np.arange(cells), g_col + np.arange(cells), at[cj, ct]),
+                      (np.arange(cells), b_col + np.arange(cells), np.ones(cells)),
+                      (np.arange(cells), c_col + cj, -np.ones(cells))], np.zeros(cells))
+    rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
+    b_ub = np.concatenate(rhs)
+    keep = np.isfinite(b_ub)
+    a_ub = sparse.csr_matrix((vals, (rows, cols)), shape=(top, width))[keep]
+    a_eq = sparse.csr_matrix((np.ones(k), (jj, f_col)), shape=(m, width))
+    c = np.zeros(width)
+    c[c_col:c_col + m] = 1.0
+    bounds = np.column_stack([np.zeros(width), np.full(width, np.inf)])
+    bounds[c_col:c_col + m, 0] = arrival + best
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub[keep], A_eq=a_eq, b_eq=np.ones(m), bounds=bounds, method="highs")
     if res.status != 0:
         raise InfeasibleError(f"JCT floor LP failed: {res.message}")
     return float(res.fun - arrival.sum()) / m
