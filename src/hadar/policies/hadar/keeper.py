@@ -18,11 +18,13 @@ gangs (the usual fill pass then uses any GPU left over).
 
 ``jct_plan`` is the round's plan itself (Hadar's default ``plan="lp"``):
 the fluid schedule of all remaining work over periods of growing length
-that minimizes the mean time at which the work gets done, the LP
-relaxation behind ``metrics.bound.jct_floor_s`` applied to the jobs at
-hand. Packing by utility per GPU ranks jobs one at a time; the plan weighs
-every job's type against every other's at once and sees what each choice
-defers.
+that minimizes the mean time at which the work gets done: the mean-time
+part of the relaxation behind ``metrics.bound.jct_floor_s``, applied to
+the jobs at hand (the floor's tail constraints did not help as a plan:
+3.500 h against 3.507 h on the 96-job trace, in 2.5x the simulation
+time). Packing by utility per GPU ranks jobs one at a time; the plan
+weighs every job's type against every other's at once and sees what each
+choice defers.
 """
 
 from __future__ import annotations
