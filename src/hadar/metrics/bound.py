@@ -325,12 +325,14 @@ def jct_floor_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *
       ``M_j >= sum_t w (s_jt + w d_j / 2)``; the square enters through two
       tangents;
     - with ``tail`` (the default), for every slot t:
-      ``C_j >= s_jt G_jt + B_jt``, where ``G_jt`` is the share of j done
-      from slot t on and ``B_jt`` the time j runs from then on: a job not
-      done by ``s_jt`` ends no sooner than ``s_jt`` plus the time it still
-      runs, and a done one has ``G = B = 0``. This is what stops the plan
-      from spreading a job thin over a slow type, or sharing GPUs among
-      jobs, at the price of the mean alone.
+      ``C_j >= l_jt (1 - G_jt) + s_jt G_jt + B_jt`` with
+      ``l_jt = min(s_jt, a_j + d_j)``, where ``G_jt`` is the share of j
+      done from slot t on and ``B_jt`` the time j runs from then on. A job
+      not done by ``s_jt`` ends no sooner than ``s_jt + B_jt``, which is at
+      least the right side (``s_jt >= l_jt``); a done one has ``G = B = 0``
+      and ``C_j >= a_j + d_j >= l_jt``. This is what stops the plan from
+      spreading a job thin over a slow type, or parking part of its work
+      early, at the price of the mean alone.
 
     The LP minimizes the mean of ``C_j - a_j``; finer slots tighten it (and
     cost more; the tail makes it several times larger).
@@ -398,9 +400,10 @@ def jct_floor_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *
         for col0, per_f in ((b_col, d), (g_col, np.ones(k))):  # B_t >= this slot's + B_(t+1); G alike
             block(cells, [(fc, f_col, per_f), (np.nonzero(has)[0], col0 + later[has], np.ones(int(has.sum()))),
                           (np.arange(cells), col0 + np.arange(cells), -np.ones(cells))], np.zeros(cells))
-        block(cells, [(np.arange(cells), g_col + np.arange(cells), at[cj, ct]),
+        low = np.minimum(at[cj, ct], (arrival + best)[cj])  # C_j >= low (1 - G) + s G + B
+        block(cells, [(np.arange(cells), g_col + np.arange(cells), at[cj, ct] - low),
                       (np.arange(cells), b_col + np.arange(cells), np.ones(cells)),
-                      (np.arange(cells), c_col + cj, -np.ones(cells))], np.zeros(cells))
+                      (np.arange(cells), c_col + cj, -np.ones(cells))], -low)
     rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
     b_ub = np.concatenate(rhs)
     keep = np.isfinite(b_ub)
