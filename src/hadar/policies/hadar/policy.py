@@ -160,7 +160,7 @@ class HadarPolicy:
         types = state.gpu_types
         taken = {types.index(t): n for t, n in Counter(state.cluster.gpu_type_of[g]
                                                         for gs in reserved.values() for g in gs).items()}
-        counts = self._pack(state, x, value, scale.astype(int), horizon, taken)
+        counts = self._pack(state, x, value, scale.astype(int), horizon, taken, fresh)
         prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
         placement = assign_gpus(state.cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()}
                                                 for i, c in counts.items()}, prev,
@@ -178,10 +178,10 @@ class HadarPolicy:
         return UtilityContext(state.now_s, state.round_s, state.remaining_steps(), scale, state.priority_weights(),
                               arrival, attained, weight)
 
-    def _pack(self, state: SchedulerState, x: np.ndarray, value: np.ndarray,
-              scale: np.ndarray, horizon: float | None, taken: dict[int, int]) -> dict[int, dict[int, int]]:
-        """Primal-dual pass then fill pass (``taken``: GPUs per type already in use); returns
-        job index -> {type index: GPU count}."""
+    def _pack(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
+              horizon: float | None, taken: dict[int, int], fresh: np.ndarray | None) -> dict[int, dict[int, int]]:
+        """Primal-dual pass then fill pass (``taken``: GPUs per type already in use; ``fresh``: the
+        first-round rule's jobs, ``_fresh``); returns job index -> {type index: GPU count}."""
         book = self.price_book(state, value, scale)
         if book is None:
             return {}
@@ -222,7 +222,7 @@ class HadarPolicy:
         if not np.isfinite(h):
             return counts
         if plan:
-            counts = self._jct_plan(state, value, work, h, order) or counts
+            counts = self._jct_plan(state, value, work, h, order, fresh) or counts
         if keep:
             counts = self._keep(state, value, work, h, counts, order)
         return counts
@@ -259,8 +259,8 @@ class HadarPolicy:
         rounded = horizon_s(Work(x, work.remaining - work.progress(kept, state.round_s), scale, free))
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
-    def _jct_plan(self, state: SchedulerState, value: np.ndarray, work: Work, h: float, order: np.ndarray
-                  ) -> dict[int, dict[int, int]] | None:
+    def _jct_plan(self, state: SchedulerState, value: np.ndarray, work: Work, h: float, order: np.ndarray,
+                  fresh: np.ndarray | None) -> dict[int, dict[int, int]] | None:
         """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
         horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
         (``first_round``) first, then by planned share."""
@@ -269,7 +269,6 @@ class HadarPolicy:
             return None
         plan, now = got
         first = 2 * (now >= 1.0 - 1e-6)  # the plan finishes these this round, in however little of it
-        fresh = self._fresh(state)
         if fresh is not None:
             first = np.maximum(first, fresh)
         return self._round_plan(state, work.rates, value, work.scale, work.capacity, plan, np.zeros(len(state.jobs)),
