@@ -15,7 +15,7 @@ machine's speed. The best list found is then replayed by ``ListSchedule``, a pol
 it in the simulator (which decides only at round boundaries and early round ends, as Hadar), and
 that run is compared with LAS, Hadar and the JCT that halving LAS's excess stretch needs.
 
-About 5 minutes here with the default 200,000 steps.
+About 4 minutes here with the default 200,000 steps.
 
     .venv/bin/python bench/bench_jct_reference.py [--steps N] [--seed S] [--trace T] [--cluster C] [--out FILE]
 """
