@@ -32,13 +32,14 @@ import numpy as np
 from tqdm import tqdm
 
 from hadar.config import parse_cluster
+from hadar.errors import HadarError
 from hadar.mechanism.placement import PlacementPlanner, assign_gpus
 from hadar.metrics.bound import jct_bound_s
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.state import Allocation, SchedulerState
 from hadar.model.throughput import ThroughputTable
-from hadar.sim.run import simulate
+from hadar.sim.run import simulate, validate_jobs
 from hadar.sim.trace import read_jobs
 
 
@@ -170,6 +171,7 @@ def main() -> None:
     table = ThroughputTable.load(None)
     cluster = parse_cluster(args.cluster)
     jobs = read_jobs(args.trace)
+    validate_jobs(jobs, cluster, table, spans_types=False)  # one clear error for a job no GPU type can run
     model = EventModel(jobs, cluster, table)
     rank, ban, event_s = anneal(model, args.steps, args.seed)
     ranks = {j.job_id: float(rank[i]) for i, j in enumerate(jobs)}
@@ -195,4 +197,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except HadarError as exc:
+        print(f"bench_jct_reference: {exc}", file=sys.stderr)
+        sys.exit(2)
