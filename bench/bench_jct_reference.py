@@ -34,7 +34,7 @@ from tqdm import tqdm
 from hadar.config import parse_cluster
 from hadar.errors import HadarError
 from hadar.mechanism.placement import PlacementPlanner, assign_gpus
-from hadar.metrics.bound import jct_bound_s
+from hadar.metrics.bound import isolated_durations_s, jct_bound_s
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.state import Allocation, SchedulerState
@@ -48,9 +48,7 @@ class EventModel:
 
     def __init__(self, jobs: list[Job], cluster: Cluster, table: ThroughputTable) -> None:
         self.types = cluster.gpu_types
-        rates = np.array([[table.get(j.job_type, j.scale_factor, t) for t in self.types] for j in jobs])
-        steps = np.array([j.total_steps for j in jobs], dtype=float)
-        self.dur = np.where(rates > 0, steps[:, None] / np.where(rates > 0, rates, 1.0), np.inf)
+        self.dur = isolated_durations_s(jobs, cluster, table)
         self.scale = np.array([j.scale_factor for j in jobs])
         self.arrival = np.array([j.arrival_s for j in jobs], dtype=float)
         self.caps = np.array([cluster.count(t) for t in self.types])

@@ -59,13 +59,16 @@ def _rates(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> np.
                      for j in jobs], dtype=float).reshape(len(jobs), len(types))
 
 
+def isolated_durations_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> np.ndarray:
+    """m x n: seconds each job takes alone on ``W`` GPUs of each cluster type (inf where it cannot run)."""
+    rates = _rates(jobs, cluster, table)
+    steps = np.array([j.total_steps for j in jobs], dtype=float)
+    return np.where(rates > 0, steps[:, None] / np.where(rates > 0, rates, 1.0), np.inf)
+
+
 def isolated_best_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> np.ndarray:
     """Per job: total steps / best whole-job rate over the cluster's types (inf if none)."""
-    x = _rates(jobs, cluster, table)
-    best = x.max(axis=1) if len(jobs) else np.zeros(0)
-    steps = np.array([j.total_steps for j in jobs], dtype=float)
-    with np.errstate(divide="ignore"):
-        return np.where(best > 0, steps / np.where(best > 0, best, 1.0), np.inf)
+    return isolated_durations_s(jobs, cluster, table).min(axis=1)
 
 
 def jct_bound_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> float:
@@ -339,17 +342,14 @@ def jct_floor_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *
     """
     if not jobs:
         return 0.0
-    rates = _rates(jobs, cluster, table)
-    if np.any(rates.max(axis=1) <= 0):
+    dur = isolated_durations_s(jobs, cluster, table)
+    if np.any(np.isinf(dur.min(axis=1))):
         raise InfeasibleError("a job has zero throughput on every GPU type of the cluster: no finite JCT floor")
     if slot_s <= 0:
         raise ValueError(f"slot length must be positive, got {slot_s}")
-    steps = np.array([j.total_steps for j in jobs], dtype=float)
     scale = np.array([j.scale_factor for j in jobs], dtype=float)
     arrival = np.array([j.arrival_s for j in jobs], dtype=float)
     arrival -= arrival.min()
-    with np.errstate(divide="ignore"):
-        dur = np.where(rates > 0, steps[:, None] / np.where(rates > 0, rates, 1.0), np.inf)
     best = dur.min(axis=1)
     cap = np.array([cluster.count(t) for t in cluster.gpu_types], dtype=float)
     m, n = dur.shape
