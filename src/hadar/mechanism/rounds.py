@@ -2,7 +2,7 @@
 
 Per GPU type (v100, p100, k80, then any other type; shuffled every round
 for type-agnostic policies), jobs are ranked by priority = x_ij / (time
-received on j since the last reset), ties by deficit then x_ij; a greedy
+received on j since the last reset), ties by deficit, then x_ij, then job id; a greedy
 scan gives each job ``scale_factor`` GPUs of at most one type. Placement
 keeps a job on the exact GPUs it held last round when they are free
 (lease extension), then fills the rest server by server. Like Gavel, a job
@@ -65,7 +65,7 @@ class GavelRoundPlanner:
                 x = row[a] if (row is not None and a is not None) else 0.0
                 prio = x / job.received_s[j] if (x > 0 and job.throughputs[j] > 0) else 0.0
                 entries.append((prio, job.deficit_s[j], x, job))
-            entries.sort(key=lambda e: (e[0], e[1], e[2]), reverse=True)
+            entries.sort(key=lambda e: (-e[0], -e[1], -e[2], e[3].job_id))  # exact ties: lowest id first
             queue.extend((t, e[3], e[0]) for e in entries)
         left = {t: self.cluster.count(t) for t in types}
         taken: set[int] = set()

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hadar.errors import SolverError
+from hadar.numeric import cholesky_solve
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +110,10 @@ def _barrier(face: Face, sl: _Slacks) -> float:
 def _newton_step(face: Face, x: np.ndarray, sl: _Slacks) -> tuple[np.ndarray, float]:
     """Newton direction of the barrier at ``x`` and the squared Newton decrement.
 
-    Per row the Hessian is ``k (diag(1/x^2) + 11^T / r^2 + quad a a^T)`` (n x n, solved with
-    LAPACK: a closed-form Woodbury inverse loses too much precision next to the boundary); the
-    capacity rows and the global floor couple the rows (Woodbury on r = n or n + 1 columns).
+    Per row the Hessian is ``k (diag(1/x^2) + 11^T / r^2 + quad a a^T)`` (n x n, positive definite,
+    solved by a batched Cholesky factorization: a closed-form Woodbury inverse loses too much
+    precision next to the boundary, and LAPACK's result depends on the CPU); the capacity rows and
+    the global floor couple the rows (Woodbury on r = n or n + 1 columns).
     """
     act = face.active.astype(float)
     k, ks = face.k, face.k * face.s
@@ -138,10 +140,10 @@ def _newton_step(face: Face, x: np.ndarray, sl: _Slacks) -> tuple[np.ndarray, fl
         cols.append(cvec)
         dcoef.append(1.0 / sl.glob**2)
     v = np.stack(cols, axis=2)  # (m, n, r)
-    sol = np.linalg.solve(hess, np.concatenate([-grad[:, :, None], v], axis=2))
+    sol = cholesky_solve(hess, np.concatenate([-grad[:, :, None], v], axis=2))
     b_g, b_v = sol[:, :, 0], sol[:, :, 1:]
     small = np.diag(1.0 / np.asarray(dcoef)) + np.einsum("mnr,mnq->rq", v, b_v)
-    w = np.linalg.solve(small, np.einsum("mnr,mn->r", v, b_g))
+    w = cholesky_solve(small[None], np.einsum("mnr,mn->r", v, b_g)[None])[0]
     dx = (b_g - np.einsum("mnr,r->mn", b_v, w)) * act
     return dx, float(-(grad * dx).sum())
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 import numpy as np
 
 from hadar.model.state import Allocation, SchedulerState
+from hadar.numeric import matvec
 from hadar.policies.lp import active_mask, clip_fractions, unique_rows
 
 #: Gavel's agnostic makespan/FTF pretend every GPU is this type.
@@ -67,7 +68,7 @@ def proportional_throughputs(throughputs: np.ndarray, capacities: np.ndarray) ->
     total = float(capacities.sum())
     if total <= 0:
         return np.zeros(throughputs.shape[0])
-    return throughputs @ (capacities / total)
+    return matvec(throughputs, capacities / total)
 
 
 def isolated_fractions(scale_factors: np.ndarray, capacities: np.ndarray) -> np.ndarray:

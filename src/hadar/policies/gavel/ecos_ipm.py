@@ -44,14 +44,21 @@ on LPs (max-sum, makespan feasibility; up to 512 jobs). On the finish-time
 SOCPs, whose optimal faces are degenerate, round-off is amplified ~100x per
 late iteration and ``x`` agrees to 1e-8..1e-6.
 
-Known differences: we factor with SuperLU instead of ECOS's AMD-ordered
-sparse LDL', so round-off differs; refinement decisions taken at round-off
-level (stop or take a second step) can then differ too. Between identical
-jobs, ECOS's own round-off (~1e-9) decides which is larger; we cannot
-reproduce that bit for bit. We solve in Gavel's matrix order
-(cvx_forms.gavel_order), which on the bundled traces breaks those ties as
-ECOS does, but nothing guarantees it. Exponential cones and ECOS's dynamic regularization
-(which only acts on pivots below 1e-13) are not implemented.
+Known differences: we factor with QDLDL (AMD ordering, LDL' without
+pivoting, as ECOS does, but not ECOS's code), so round-off differs;
+refinement decisions taken at round-off level (stop or take a second step)
+can then differ too. Between identical jobs, ECOS's own round-off (~1e-9)
+decides which is larger; we cannot reproduce that bit for bit. We solve in
+Gavel's matrix order (cvx_forms.gavel_order), which on the bundled traces
+breaks most of those ties as ECOS does, but nothing guarantees it.
+Exponential cones and ECOS's dynamic regularization (which only acts on
+pivots below 1e-13) are not implemented.
+
+Determinism: every operation is CPU-independent (``hadar.numeric``: no
+BLAS, no SuperLU), so the iterates, and the ties they break, are the same
+bits on every machine. With SuperLU and BLAS dot products the finish-time
+SOCPs' points differed by up to 7e-3 between OpenBLAS kernels of one CPU,
+and a simulation's makespan by up to 25 %.
 """
 
 from __future__ import annotations
@@ -60,7 +67,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import splu
+
+from hadar.numeric import SparseLDL, dot, norm
 
 # ECOS 2.0.10 defaults.
 MAXIT = 100
@@ -353,8 +361,7 @@ class _Kkt:
                                      np.concatenate([cols, idx]))), shape=(N, N))
         k_reg = sp.csc_matrix((np.concatenate([vals, diag_f]), (np.concatenate([rows, idx]),
                                np.concatenate([cols, idx]))), shape=(N, N))
-        self.lu = splu(k_reg, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                       options={"SymmetricMode": True})
+        self.lu = SparseLDL(k_reg)
 
     def factor_init(self) -> None:
         n, p, m = self.n, self.p, self.m
@@ -468,9 +475,9 @@ def solve_conic(c: np.ndarray, g: sp.spmatrix, h: np.ndarray, dims: dict, a: sp.
     b, h, c = b / ae, h / ge, c / xe
     at, gt = a.T.tocsr(), g.T.tocsr()
 
-    resx0 = max(1.0, float(np.linalg.norm(c)))
-    resy0 = max(1.0, float(np.linalg.norm(b)))
-    resz0 = max(1.0, float(np.linalg.norm(h)))
+    resx0 = max(1.0, float(norm(c)))
+    resy0 = max(1.0, float(norm(b)))
+    resz0 = max(1.0, float(norm(h)))
     big_d = cones.degree
 
     kkt = _Kkt(a, g, cones)
@@ -490,25 +497,25 @@ def solve_conic(c: np.ndarray, g: sp.spmatrix, h: np.ndarray, dims: dict, a: sp.
 
     def stats() -> dict:
         rx0 = -(at @ y) - gt @ z if p else -(gt @ z)
-        hresx = float(np.linalg.norm(rx0))
+        hresx = float(norm(rx0))
         rx = rx0 - tau * c
         ry0 = a @ x
-        hresy = float(np.linalg.norm(ry0)) if p else 0.0
+        hresy = float(norm(ry0)) if p else 0.0
         ry = ry0 - tau * b
         rz0 = g @ x + s
-        hresz = float(np.linalg.norm(rz0))
+        hresz = float(norm(rz0))
         rz = rz0 - tau * h
-        cx, by, hz = float(c @ x), float(b @ y) if p else 0.0, float(h @ z)
+        cx, by, hz = float(dot(c, x)), float(dot(b, y)) if p else 0.0, float(dot(h, z))
         rt = kap + cx + by + hz
-        nx, ny, ns, nz = (float(np.linalg.norm(v)) for v in (x, y, s, z))
-        gap = float(s @ z)
+        nx, ny, ns, nz = (float(norm(v)) for v in (x, y, s, z))
+        gap = float(dot(s, z))
         mu = (gap + kap * tau) / (big_d + 1)
         pcost, dcost = cx / tau, -(hz + by) / tau
         relgap = gap / -pcost if pcost < 0 else (gap / dcost if dcost > 0 else np.nan)
-        nry = float(np.linalg.norm(ry)) / max(resy0 + nx, 1.0) if p else 0.0
-        nrz = float(np.linalg.norm(rz)) / max(resz0 + nx + ns, 1.0)
+        nry = float(norm(ry)) / max(resy0 + nx, 1.0) if p else 0.0
+        nrz = float(norm(rz)) / max(resz0 + nx + ns, 1.0)
         pres = max(nry, nrz) / tau
-        dres = float(np.linalg.norm(rx)) / max(resx0 + ny + nz, 1.0) / tau
+        dres = float(norm(rx)) / max(resx0 + ny + nz, 1.0) / tau
         nyz = max(ny + nz, 1.0)
         pinfres = hresx / nyz if (hz + by) / nyz < -RELTOL else np.nan
         dinfres = max(hresy / max(nx, 1.0), hresz / max(nx + ns, 1.0)) if cx / max(nx, 1.0) < -RELTOL else np.nan
@@ -576,8 +583,8 @@ def solve_conic(c: np.ndarray, g: sp.spmatrix, h: np.ndarray, dims: dict, a: sp.
         rx, ry, rz, rt, mu = st["rx"], st["ry"], st["rz"], st["rt"], st["mu"]
         dx1, dy1, dz1 = kkt.solve(np.concatenate([-c, b, h]))
         dx2, dy2, dz2 = kkt.solve(np.concatenate([rx, -ry, s - rz]))
-        dtau_denom = kap / tau - (c @ dx1 + b @ dy1 + h @ dz1)
-        dtauaff = (rt - kap + c @ dx2 + b @ dy2 + h @ dz2) / dtau_denom
+        dtau_denom = kap / tau - (dot(c, dx1) + dot(b, dy1) + dot(h, dz1))
+        dtauaff = (rt - kap + dot(c, dx2) + dot(b, dy2) + dot(h, dz2)) / dtau_denom
         dzaff = dz2 + dtauaff * dz1
         w_dzaff = ops.scale(sc, dzaff)
         dsaff_w = -w_dzaff - lam
@@ -591,7 +598,7 @@ def solve_conic(c: np.ndarray, g: sp.spmatrix, h: np.ndarray, dims: dict, a: sp.
         om = 1.0 - sigma
         dx, dy, dz = kkt.solve(np.concatenate([om * rx, -om * ry, -om * rz + w_lam_ds]))
         bkap = kap * tau + dkapaff * dtauaff - sigma * mu
-        dtau = (om * rt - bkap / tau + c @ dx + b @ dy + h @ dz) / dtau_denom
+        dtau = (om * rt - bkap / tau + dot(c, dx) + dot(b, dy) + dot(h, dz)) / dtau_denom
         dx, dy, dz = dx + dtau * dx1, dy + dtau * dy1, dz + dtau * dz1
         w_dz = ops.scale(sc, dz)
         ds_w = -(lam_ds + w_dz)

@@ -17,6 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from hadar.model.state import Allocation, SchedulerState
+from hadar.numeric import dot
 from hadar.policies.gavel import cvx_forms
 from hadar.policies.gavel.common import Inputs, ReferenceSolved, empty_allocation, finish
 from hadar.policies.gavel.problem import ClassProblem, fattened
@@ -36,7 +37,7 @@ def solve_max_sum(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
     bounds = np.zeros((var.count, 2))
     bounds[:, 1] = np.inf
     res = solve_lp(-gain, a_ub, b_ub, bounds, "max-sum-throughput LP")
-    best = float(gain @ res.x)
+    best = dot(gain, res.x)
     x_cls = prob.centered(np.zeros(prob.size), var.to_matrix(res.x), c=prob.a, c_floor=float(fattened(best)))
     return prob.expand(x_cls, m)
 

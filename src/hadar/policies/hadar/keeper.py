@@ -41,6 +41,9 @@ from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
 _HOUR = 3600.0
 _SPLIT = 3  # a JCT plan splits this round into so many periods
+#: Branch-and-bound budget of the whole-gang re-plan, in nodes (a work limit, not a time limit: the
+#: answer must not depend on how fast the machine is; the MIPs seen so far solve at the root node).
+_MIP_NODES = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +155,7 @@ def round_plan(work: Work, value: np.ndarray, round_s: float, later_s: float, *,
     if whole:
         with _stdout_silenced():
             res = milp(c, constraints=LinearConstraint(a, -np.inf, b), bounds=Bounds(np.zeros(2 * k + 1), upper),
-                       integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"time_limit": 2.0})
+                       integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"node_limit": _MIP_NODES})
         if res.x is None:
             return None
         price = np.zeros(m)
