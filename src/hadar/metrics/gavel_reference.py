@@ -52,6 +52,33 @@ REFERENCE = {
     },
 }
 
-#: Deterministic policies: within 3 %. Type-agnostic ones (random type order): within 15 %.
-TOLERANCE = {name: 0.03 if name.endswith("_perf") else 0.15
-             for rows in REFERENCE.values() for name in rows}
+#: Tolerance on avg JCT and makespan, the same for every row. Gavel-compatible mode replays Gavel's
+#: mechanism exactly (counters, deficits, its per-round type shuffle for type-agnostic policies,
+#: seeded as Gavel seeds it), so a row can differ only through the allocation the solver returns:
+#: HiGHS + the analytic center, or our re-implementation of ECOS's iterations, against ECOS's own
+#: point. 3 % covers what that leaves where ECOS's point is determined by the problem (measured
+#: with bench/bench_gavel_reference.py: 28 of the 31 rows within it are within 0.1 %, the largest
+#: deviation is 1.7 %); a row outside it is listed in KNOWN_MISSES with its cause.
+TOLERANCE = 0.03
+
+#: Policies Gavel ran that hadar does not implement (no row is run for them).
+NOT_IMPLEMENTED = {
+    "gandiva": "Gandiva packs pairs of jobs on one GPU (space sharing); hadar has no space sharing yet",
+}
+
+_TIES = ("every 1-GPU job gets the same allocation (equal GPU-time shares), so Gavel's round mechanism "
+         "orders them by ECOS's round-off below 1e-6; hadar breaks such exact ties by job id. Measured: "
+         "Gavel with its allocations rounded to 6 decimals prints exactly hadar's numbers")
+_DEGENERATE = ("finish-time fairness on GPU-time shares has a large optimal face; ECOS stops at a point of it "
+               "decided by its round-off (Gavel with its allocations rounded to 6 decimals moves by 18 % on "
+               "small_test, 8 % on artifact_evaluation); hadar's ECOS re-implementation follows the same "
+               "iterations with other round-off, deterministically, and lands elsewhere on that face")
+
+#: Rows outside TOLERANCE, with their cause: (trace, cluster, policy) -> cause.
+KNOWN_MISSES = {
+    ("small_test", "4:4:4", "max_min_fairness"): _TIES,
+    ("artifact_evaluation", "4:4:4", "max_min_fairness"): _TIES,
+    ("artifact_evaluation", "2:0:4", "max_min_fairness"): _TIES,
+    ("small_test", "4:4:4", "finish_time_fairness"): _DEGENERATE,
+    ("artifact_evaluation", "4:4:4", "finish_time_fairness"): _DEGENERATE,
+}
