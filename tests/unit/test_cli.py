@@ -27,6 +27,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, fragment: str) -> N
     (["simulate", "--cluster", "4:-1:4"], "must not be negative"),
     (["simulate", "--cluster", "h100=4"], "unknown GPU type(s) h100"),
     (["simulate", "--policy", "nope"], "unknown policy 'nope'"),
+    (["simulate", "--policy", "gandiva"], "unknown policy 'gandiva'"),  # not shipped: no space sharing
     (["simulate", "--throughputs", "nowhere.json"], "throughputs file not found"),
     (["simulate", "--generate", "--jobs-per-hour", "-1", "--num-jobs", "5"], "jobs-per-hour must be positive"),
     (["simulate", "--generate", "--jobs-per-hour", "1"], "needs --num-jobs N or --window A B"),
@@ -91,7 +92,7 @@ def test_policies_lists_gavel_names():
     names = {line.split()[0] for line in proc.stdout.splitlines()}
     assert {"max_min_fairness", "max_min_fairness_perf", "finish_time_fairness", "finish_time_fairness_perf",
             "min_total_duration", "min_total_duration_perf", "max_sum_throughput_perf", "fifo", "fifo_perf",
-            "isolated", "gandiva", "max_min_fairness_water_filling_perf"} <= names
+            "isolated", "max_min_fairness_water_filling_perf"} <= names
 
 
 def test_generated_window_run(tmp_path):

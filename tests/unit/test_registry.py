@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hadar.policies import available, registry
+from hadar.errors import InputError
+from hadar.policies import available, create, registry
 
 
 def test_a_built_in_module_that_does_not_import_fails_loudly(monkeypatch):
@@ -16,3 +17,9 @@ def test_a_built_in_module_that_does_not_import_fails_loudly(monkeypatch):
 def test_every_built_in_module_registers_its_policies():
     names = set(available())
     assert {"max_min_fairness_perf", "isolated", "hadar", "hadare", "yarn_cs"} <= names
+    assert "gandiva" not in names  # Gavel's space sharing is not implemented, so not shipped under its name
+
+
+def test_unknown_names_raise_input_error():
+    with pytest.raises(InputError, match="unknown policy 'gandiva'"):
+        create("gandiva")
