@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Exact pins for this dev/CI environment (torch: the CPU build); pyproject.toml only has ranges.
+CONSTRAINTS := .ci/constraints.txt
 
 .PHONY: run test bench lint clean
 
@@ -11,12 +13,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.core: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+$(VENV)/.core: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]' -c $(CONSTRAINTS)
 	touch $@
 
-$(VENV)/.full: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[runtime,dev]'
+$(VENV)/.full: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(BIN)/pip install -q -e '.[runtime,dev]' -c $(CONSTRAINTS)
 	touch $(VENV)/.core $@
 
 run: $(VENV)/.core

@@ -2,8 +2,11 @@
 
 Every ``HadarError`` becomes one line on stderr and exit code 2. Other
 subcommands live in their own modules and plug in through ``_SUBCOMMANDS``
-(each module has ``add_parser(subparsers)`` and ``main(args) -> int``), so
-``hadar simulate`` never imports Ray or torch.
+(each module has ``add_parser(subparsers)`` and ``main(args) -> int``). Every
+one of those modules is part of the core install and imports Ray and torch
+only inside its commands, so ``hadar simulate`` and ``hadar --help`` work
+without the runtime extra, and ``hadar run`` without it says what to install.
+A subcommand module that fails to import is a bug and fails loudly.
 """
 
 from __future__ import annotations
@@ -40,14 +43,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, module in _SUBCOMMANDS.items():
         if only is not None and name != only:
             continue
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name and (module == e.name or module.startswith(e.name + ".")):
-                continue  # subcommand not built yet
-            raise
         if module not in added:
-            mod.add_parser(sub)
+            importlib.import_module(module).add_parser(sub)
             added.add(module)
     return parser
 

@@ -59,11 +59,10 @@ def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
     """Run every policy; returns (summaries with ratios, per-policy SimResults)."""
     from hadar.cli_simulate import load_inputs, progress_bar
     from hadar.metrics.summary import ftf
-    from hadar.policies import available
     from hadar.sim.run import simulate
 
     names, baseline = _policies(args)
-    want_ftf = not args.no_ftf and "isolated" in available()
+    want_ftf = not args.no_ftf
     runs: dict[str, Any] = {}
     for name in names + (["isolated"] if want_ftf and "isolated" not in names else []):
         source, cluster, table, kwargs = load_inputs(args)  # a fresh, identical workload per policy

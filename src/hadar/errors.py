@@ -16,3 +16,7 @@ class InfeasibleError(HadarError):
 
 class SolverError(HadarError):
     """An optimization problem the solver could not solve."""
+
+
+class MissingExtraError(HadarError):
+    """An optional extra (e.g. ``runtime``: Ray, torch, scikit-learn) that a command needs is not installed."""

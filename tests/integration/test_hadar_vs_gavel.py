@@ -15,11 +15,8 @@ import sys
 import pytest
 
 from hadar.config import parse_cluster
-from hadar.policies import available
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
-
-pytestmark = pytest.mark.skipif("max_min_fairness_perf" not in available(), reason="Gavel's LAS not registered")
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,11 @@ from pathlib import Path
 import pytest
 
 from hadar.config import parse_cluster
-from hadar.policies import available
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
 
 DATA = Path(__file__).parents[2] / "src" / "hadar" / "data"
 TRACE = DATA / "traces" / "hadare_physical.trace"
-needs_las = pytest.mark.skipif("max_min_fairness_perf" not in available(), reason="Gavel's LAS not registered")
 
 
 def run_all(table, cluster_file: str, policies: tuple[str, ...]) -> dict[str, dict]:
@@ -28,7 +26,6 @@ def run_all(table, cluster_file: str, policies: tuple[str, ...]) -> dict[str, di
     return {p: simulate(read_jobs(TRACE), cluster, table, p).summary for p in policies}
 
 
-@needs_las
 def test_under_loaded_halves_las_ttd_and_lifts_utilization(physical_table) -> None:
     s = run_all(physical_table, "physical_5x4.yaml", ("max_min_fairness_perf", "hadar", "hadare"))
     assert s["hadare"]["makespan_s"] <= 0.5 * s["max_min_fairness_perf"]["makespan_s"]

@@ -8,16 +8,14 @@ cluster uses those node names.
 from __future__ import annotations
 
 import pytest
+import ray
+
+from hadar.runtime import session
+from hadar.runtime.demo import demo_cluster
 
 
 @pytest.fixture(scope="session")
 def ray_session():
-    pytest.importorskip("torch")
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("sklearn")
-    from hadar.runtime import session
-    from hadar.runtime.demo import demo_cluster
-
     sess = session.start_local(demo_cluster())
     yield sess
     if ray.is_initialized():

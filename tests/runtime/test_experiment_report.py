@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-pytest.importorskip("matplotlib")
-
 from hadar.cli import main
 from hadar.runtime.experiment import aggregate_runs, experiment_cluster, experiment_jobs, format_table, write_experiment
 from hadar.runtime.workloads import get

@@ -6,9 +6,7 @@ import dataclasses
 import os
 
 import pytest
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+import torch
 
 from hadar.errors import InputError
 from hadar.model.cluster import Cluster, Node

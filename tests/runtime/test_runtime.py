@@ -7,11 +7,7 @@ import threading
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("ray")
-
 from hadar.model.job import Job
-from hadar.policies import available
 from hadar.runtime import checkpoint, workloads
 from hadar.runtime.demo import demo_cluster
 from hadar.runtime.run import run
@@ -27,8 +23,6 @@ def _jobs() -> list[Job]:
 
 
 def test_six_real_jobs_finish_under_max_min_fairness_perf(ray_session, tmp_path):
-    if "max_min_fairness_perf" not in available():
-        pytest.skip("max_min_fairness_perf is not registered in this tree")
     jobs = _jobs()
     res = run(jobs, demo_cluster(), "max_min_fairness_perf", round_s=6.0, checkpoint_dir=tmp_path)
     s = res.summary

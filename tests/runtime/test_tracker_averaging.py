@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("sklearn")
+import torch
 
 from hadar.runtime import aggregate, checkpoint, workloads
 

@@ -7,11 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("ray")
-
 from hadar.model.job import Job
-from hadar.policies import available
 from hadar.runtime import aggregate, checkpoint, workloads
 from hadar.runtime.demo import demo_cluster
 from hadar.runtime.run import run
@@ -20,8 +16,6 @@ pytestmark = pytest.mark.runtime
 
 
 def test_hadare_forks_merges_and_survives_a_copy_dying_mid_round(ray_session, tmp_path):
-    if "hadare" not in available():
-        pytest.skip("hadare is not registered in this tree")
     jobs = [Job(0, "lstm", 1, 1600), Job(1, "resnet", 1, 700)]
     victim: dict = {}
 

@@ -27,6 +27,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, fragment: str) -> N
     (["simulate", "--cluster", "4:-1:4"], "must not be negative"),
     (["simulate", "--cluster", "h100=4"], "unknown GPU type(s) h100"),
     (["simulate", "--policy", "nope"], "unknown policy 'nope'"),
+    (["simulate", "--policy", "gandiva"], "unknown policy 'gandiva'"),  # not shipped: no space sharing
     (["simulate", "--throughputs", "nowhere.json"], "throughputs file not found"),
     (["simulate", "--generate", "--jobs-per-hour", "-1", "--num-jobs", "5"], "jobs-per-hour must be positive"),
     (["simulate", "--generate", "--jobs-per-hour", "1"], "needs --num-jobs N or --window A B"),
@@ -91,7 +92,7 @@ def test_policies_lists_gavel_names():
     names = {line.split()[0] for line in proc.stdout.splitlines()}
     assert {"max_min_fairness", "max_min_fairness_perf", "finish_time_fairness", "finish_time_fairness_perf",
             "min_total_duration", "min_total_duration_perf", "max_sum_throughput_perf", "fifo", "fifo_perf",
-            "isolated", "gandiva", "max_min_fairness_water_filling_perf"} <= names
+            "isolated", "max_min_fairness_water_filling_perf"} <= names
 
 
 def test_generated_window_run(tmp_path):
@@ -100,3 +101,37 @@ def test_generated_window_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     obj = json.loads(proc.stdout)
     assert obj["jobs"] == obj["jobs_completed"] == 20
+
+
+# The core install: `import ray/torch/sklearn` raises ModuleNotFoundError, as where they are not installed.
+WITHOUT_RUNTIME_EXTRA = """
+import sys
+for mod in ("ray", "torch", "sklearn"):
+    sys.modules[mod] = None
+from hadar.cli import main
+code = main(sys.argv[1:])
+assert not {"ray", "torch", "sklearn"} & {m.split(".")[0] for m, v in sys.modules.items() if v is not None}
+sys.exit(code)
+"""
+
+
+def without_runtime_extra(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", WITHOUT_RUNTIME_EXTRA, *args], capture_output=True, text=True,
+                          check=False, timeout=300)
+
+
+def test_help_and_simulate_work_without_the_runtime_extra():
+    proc = without_runtime_extra("--help")
+    assert proc.returncode == 0, proc.stderr
+    for command in ("simulate", "compare", "policies", "run", "experiment", "report"):
+        assert command in proc.stdout
+    proc = without_runtime_extra("simulate", "--trace", "small_test", "--cluster", "4:4:4", "--json", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["jobs_completed"] == 20
+
+
+@pytest.mark.parametrize("args", [["run"], ["run", "--policy", "hadar", "--json"], ["experiment", "hadare"]])
+def test_runtime_commands_without_the_extra_say_what_to_install(args):
+    proc = without_runtime_extra(*args)
+    assert_one_line_error(proc, f"`hadar {args[0]}` needs the runtime extra (ray, torch, scikit-learn not installed)")
+    assert "pip install 'hadar[runtime]'" in proc.stderr

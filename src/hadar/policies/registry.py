@@ -33,12 +33,9 @@ def register(name: str, description: str) -> Callable[[Callable[..., Policy]], C
 
 
 def _load_builtins() -> None:
+    """Import every built-in policy module; any import error propagates (a missing policy is a bug)."""
     for mod in _BUILTIN_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:  # a module still being written
-            if e.name != mod:
-                raise
+        importlib.import_module(mod)
 
 
 def available() -> tuple[str, ...]:

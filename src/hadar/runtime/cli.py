@@ -11,6 +11,8 @@ from hadar.errors import InputError
 
 DEFAULT_POLICY = "max_min_fairness_perf"
 MAX_EMULATED_GPUS = 16  # one torch process per GPU on this machine
+#: import name -> distribution name, for the modules of the ``runtime`` extra.
+RUNTIME_MODULES = {"ray": "ray", "torch": "torch", "sklearn": "scikit-learn"}
 
 
 def add_parser(sub: Any) -> None:
@@ -99,8 +101,8 @@ def main(args: argparse.Namespace) -> int:
     from hadar.cli_simulate import format_summary
     from hadar.runtime.run import quality_rows, run, write_outputs
 
+    require_runtime_extra("run")
     cluster, jobs, table = _inputs(args)
-    _check_runtime_deps()
     progress = _Progress(len(jobs), not args.no_progress)
     rounds = [0]
 
@@ -140,13 +142,17 @@ def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
-def _check_runtime_deps() -> None:
-    missing = []
-    for mod in ("ray", "torch", "sklearn"):
-        try:
-            __import__(mod)
-        except ImportError:
-            missing.append(mod)
+def require_runtime_extra(command: str) -> None:
+    """Raise ``MissingExtraError`` naming what is missing when the ``runtime`` extra is not installed.
+
+    Looks the modules up without importing them (cheap: input errors stay fast); a module that
+    is installed but broken fails loudly later, where it is imported.
+    """
+    from importlib.util import find_spec
+
+    from hadar.errors import MissingExtraError
+
+    missing = [dist for mod, dist in RUNTIME_MODULES.items() if find_spec(mod) is None]
     if missing:
-        raise InputError(f"`hadar run` needs the runtime extra ({', '.join(missing)} missing): "
-                         "pip install 'hadar[runtime]'")
+        raise MissingExtraError(f"`hadar {command}` needs the runtime extra ({', '.join(missing)} not installed): "
+                                "pip install 'hadar[runtime]' (in a checkout: pip install -e '.[runtime]')")

@@ -87,10 +87,10 @@ def _args(args: argparse.Namespace) -> tuple[list[int], list[str]]:
 
 def main(args: argparse.Namespace) -> int:
     from hadar.cli import emit_json
-    from hadar.runtime.cli import _check_runtime_deps
+    from hadar.runtime.cli import require_runtime_extra
 
+    require_runtime_extra("experiment")
     seeds, policies = _args(args)
-    _check_runtime_deps()
     runs = run_experiment(policies, seeds, scale=args.scale, round_s=args.round_s, out=args.out,
                           fork_optimizer=args.fork_optimizer, progress=not args.no_progress, dilation=args.dilation)
     result = aggregate_runs(runs)

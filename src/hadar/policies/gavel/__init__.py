@@ -1,7 +1,7 @@
 """Gavel's scheduling policies (spec/gavel.md section 2); importing registers them.
 
 Module map: ``max_min`` (LAS), ``water_filling``, ``finish_time``, ``makespan``,
-``throughput`` (max sum), ``fifo``, ``shares`` (isolated, gandiva); solver
+``throughput`` (max sum), ``fifo``, ``shares`` (isolated); solver
 plumbing in ``problem`` (job classes + HiGHS) and ``center`` (interior point).
 """
 
