@@ -1,6 +1,6 @@
 """Hadar against Gavel's LAS on the paper's 96-job and static traces (8:16:24), and the `compare` command.
 
-Checks what holds today (see README): lower avg JCT and TTD than LAS, TTD
+Checks what holds today (see docs/results.md): lower avg JCT and TTD than LAS, TTD
 within 1.05x of the bound, FTF mean no worse than 5% over LAS's, and
 YARN-CS far behind; on the static trace, the JCT floor above half of LAS's
 excess stretch. Runs in about 20 seconds.

@@ -59,7 +59,7 @@ class HadarEPolicy(HadarPolicy):
 
     name: ClassVar[str] = "hadare"
     forks: ClassVar[bool] = True
-    cut_rounds: ClassVar[bool] = False  # measured (README) with whole rounds
+    cut_rounds: ClassVar[bool] = False  # measured (docs/results.md) with whole rounds
 
     def __init__(self, *, fork: bool = True, match: float = 2.0, fork_guard: float | None = 1.0,
                  guard: float | None = None, keep_slack: float | None = None, first_round: bool = False,
