@@ -33,13 +33,14 @@ from tqdm import tqdm
 
 from hadar.config import parse_cluster
 from hadar.errors import HadarError
-from hadar.mechanism.placement import PlacementPlanner, assign_gpus
+from hadar.mechanism.admission import validate_jobs
 from hadar.metrics.bound import isolated_durations_s, jct_bound_s
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.state import Allocation, SchedulerState
 from hadar.model.throughput import ThroughputTable
-from hadar.sim.run import simulate, validate_jobs
+from hadar.policies.base import PolicyTraits
+from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
 
 
@@ -129,16 +130,10 @@ class ListSchedule:
     not in ``banned[job_id]`` with W GPUs free (a job that keeps its type keeps its GPUs)."""
 
     name: ClassVar[str] = "list_schedule"
-    type_agnostic: ClassVar[bool] = False
-    spans_types: ClassVar[bool] = False
-    resolve_every_round: ClassVar[bool] = True
-    cut_rounds: ClassVar[bool] = True
+    traits: ClassVar[PolicyTraits] = PolicyTraits(resolve="every_round", cut_rounds=True, planner="placement")
 
     def __init__(self, rank: dict[int, float], banned: dict[int, set[str]]) -> None:
         self.rank, self.banned = rank, banned
-
-    def make_planner(self, cluster: Cluster, seed: int) -> PlacementPlanner:
-        return PlacementPlanner(cluster)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         types = state.gpu_types
@@ -154,8 +149,7 @@ class ListSchedule:
                     counts[job.job_id] = {t: job.scale_factor}
                     fractions[i, r] = 1.0
                     break
-        prev = {j.job_id: j.previous_gpus for j in state.jobs if j.previous_gpus}
-        return Allocation.for_state(state, fractions, placement=assign_gpus(state.cluster, counts, prev))
+        return Allocation.for_state(state, fractions, counts=counts)
 
 
 def main() -> None:

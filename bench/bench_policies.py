@@ -29,7 +29,7 @@ import numpy as np
 
 from hadar.model import Cluster, JobView, SchedulerState, ThroughputTable
 from hadar.policies import available, create
-from hadar.policies.registry import factory
+from hadar.policies.registry import entry
 
 GAVEL_S = {  # policy -> {jobs: (low, high) seconds}
     "max_min_fairness_perf": {2048: (0.07, 0.12)},
@@ -91,7 +91,7 @@ def main() -> None:
     print(f"{'policy':38s} {'jobs':>5s} {'ours (s)':>10s} {'Gavel (s)':>11s} {'speedup':>8s}")
     kw = {"solver": args.solver} if args.solver == "ecos" else {}
     if kw:
-        names = [n for n in names if getattr(factory(n), "reference_solver", False)]
+        names = [n for n in names if entry(n).cls.TRAITS.reference_solver]
     for name in names:
         for n in sizes:
             if not args.all_sizes and n > SLOW_AT.get(name, n):

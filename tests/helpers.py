@@ -6,13 +6,15 @@ import numpy as np
 
 from hadar.model.job import Job
 from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.base import PolicyTraits
 
 
 class FastestTypePolicy:
     """x = 1 on each job's fastest type (ignores capacity: the planner enforces it)."""
 
     name = "test_fastest"
-    type_agnostic = False
+    TRAITS = PolicyTraits()
+    traits = TRAITS
 
     def allocate(self, state: SchedulerState) -> Allocation:
         tp = state.throughput_matrix()
@@ -25,3 +27,40 @@ class FastestTypePolicy:
 def job(job_id: int, job_type: str = "ResNet-50 (batch size 64)", sf: int = 1, steps: float = 1000.0,
         arrival: float = 0.0) -> Job:
     return Job(job_id=job_id, job_type=job_type, scale_factor=sf, total_steps=steps, arrival_s=arrival)
+
+
+def leased(policy, state: SchedulerState, alloc: Allocation | None = None) -> dict[int, tuple[int, ...]]:
+    """GPU ids each job gets this round: ``policy``'s allocation through the planner its traits name
+    (all of a job's copies together)."""
+    from hadar.build import make_planner
+
+    alloc = policy.allocate(state) if alloc is None else alloc
+    plan = make_planner(policy.traits, state.cluster, 0).plan(state, alloc, None)
+    out: dict[int, tuple[int, ...]] = {}
+    for lease in plan.leases:
+        out[lease.job_id] = tuple(sorted(out.get(lease.job_id, ()) + lease.gpus))
+    return out
+
+
+class GreedyCountsPolicy:
+    """Jobs in id order, each on its fastest type with room (whole gangs, placement planner); rounds
+    may be cut (a test stand-in for Hadar's early round ends)."""
+
+    name = "test_greedy_counts"
+    TRAITS = PolicyTraits(resolve="every_round", cut_rounds=True, planner="placement")
+    traits = TRAITS
+
+    def allocate(self, state: SchedulerState) -> Allocation:
+        free = {t: state.cluster.count(t) for t in state.gpu_types}
+        x = np.zeros((len(state.jobs), len(state.gpu_types)))
+        counts: dict[int, dict[str, int]] = {}
+        for i in sorted(range(len(state.jobs)), key=lambda i: state.jobs[i].job_id):
+            job = state.jobs[i]
+            for r in np.argsort(-np.asarray(job.throughputs), kind="stable"):
+                t = state.gpu_types[r]
+                if job.throughputs[r] > 0 and free[t] >= job.scale_factor:
+                    free[t] -= job.scale_factor
+                    counts[job.job_id] = {t: job.scale_factor}
+                    x[i, r] = 1.0
+                    break
+        return Allocation.for_state(state, x, counts=counts)

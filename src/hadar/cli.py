@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -46,7 +47,27 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if module not in added:
             importlib.import_module(module).add_parser(sub)
             added.add(module)
+    for command in sub.choices.values():
+        _add_logging_args(command)
     return parser
+
+
+def _add_logging_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("logging")
+    g.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log what the scheduler decides on stderr (-v: info, -vv: debug)")
+    g.add_argument("-q", "--quiet", action="store_true", help="errors only on stderr: no warnings, no progress")
+
+
+def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
+    """Standard logging on stderr: warnings by default, info with -v, debug with -vv, errors with -q."""
+    level = logging.ERROR if quiet else (logging.DEBUG if verbose >= 2 else logging.INFO if verbose else logging.WARNING)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True)
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars only on a terminal, and not with --quiet or --no-progress."""
+    return not (getattr(args, "quiet", False) or getattr(args, "no_progress", False)) and sys.stderr.isatty()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 parser.print_help()
                 return 2
+        configure_logging(getattr(args, "verbose", 0), getattr(args, "quiet", False))
         return int(args.func(args) or 0)
     except HadarError as e:
         print(f"hadar: error: {e}", file=sys.stderr)

@@ -20,7 +20,9 @@ def add_parser(sub: Any) -> None:
                        f"With no arguments: the bundled {DEFAULT_TRACE}.trace (96 jobs) on {DEFAULT_CLUSTER} "
                        f"(V100:P100:K80) under {DEFAULT_POLICY}.")
     add_workload_args(p)
-    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"policy name (see `hadar policies`; default {DEFAULT_POLICY})")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help="policy name (see `hadar policies`) or a profile name "
+                   f"from --profiles (default {DEFAULT_POLICY})")
+    add_profiles_arg(p)
     p.add_argument("--ftf", action="store_true", help="also run `isolated` on the same workload and report "
                    "finish-time fairness (ftf_mean, ftf_max)")
     add_output_args(p)
@@ -52,6 +54,17 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     c.add_argument("--gavel-compat", action="store_true", help="re-solve at most every 1,920 s, as Gavel's "
                    "published simulator (default: at the next round after any arrival or completion)")
+
+
+def add_profiles_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profiles", type=Path, help="YAML file of policy profiles: {NAME: {policy: REGISTERED, "
+                   "PARAM: VALUE, ...}}; each NAME can be used as a policy name (see docs/policies.md)")
+
+
+def load_profiles(args: argparse.Namespace) -> dict[str, Any] | None:
+    from hadar.policies.profiles import load_profiles as load
+
+    return load(args.profiles) if getattr(args, "profiles", None) else None
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:
@@ -99,10 +112,14 @@ def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]
     return source, cluster, table, kwargs
 
 
-def progress_bar(total: int | None, desc: str, disable: bool) -> Any:
+def progress_bar(total: int | None, desc: str, args: argparse.Namespace) -> Any:
+    """A job-count progress bar on stderr, shown only on a terminal (``hadar.cli.show_progress``)."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="job", file=sys.stderr, delay=2.0, disable=disable, leave=False)
+    from hadar.cli import show_progress
+
+    return tqdm(total=total, desc=desc, unit="job", file=sys.stderr, delay=2.0, disable=not show_progress(args),
+                leave=False)
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -110,14 +127,15 @@ def run_simulate(args: argparse.Namespace) -> int:
     from hadar.metrics.summary import ftf
     from hadar.sim.run import simulate, write_outputs
 
+    profiles = load_profiles(args)
     source, cluster, table, kwargs = load_inputs(args)
     total = len(source) if isinstance(source, list) else (kwargs.get("window", (0, 0))[1] - kwargs.get("window", (0, 0))[0])
-    with progress_bar(total, args.policy, args.no_progress) as bar:
+    with progress_bar(total, args.policy, args) as bar:
         result = simulate(source, cluster, table, args.policy, record_events=args.out is not None,
-                          progress=bar.update, **kwargs)
+                          progress=bar.update, profiles=profiles, **kwargs)
     if args.ftf:
         src = source if isinstance(source, list) else load_inputs(args)[0]
-        with progress_bar(total, "isolated (for FTF)", args.no_progress) as bar:
+        with progress_bar(total, "isolated (for FTF)", args) as bar:
             iso = simulate(src, cluster, table, "isolated", progress=bar.update, **kwargs)
         result.summary.update(ftf(result.rows, iso.rows))
     if args.out is not None:

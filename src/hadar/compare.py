@@ -29,7 +29,10 @@ def add_parser(sub: Any) -> None:
                        "with the physical limits (spec/hadar.md section 5) and ratios to the baseline.")
     add_workload_args(p)
     p.add_argument("--policies", default=DEFAULT_POLICIES,
-                   help=f"comma-separated policy names (default {DEFAULT_POLICIES})")
+                   help=f"comma-separated policy or profile names (default {DEFAULT_POLICIES})")
+    from hadar.cli_simulate import add_profiles_arg
+
+    add_profiles_arg(p)
     p.add_argument("--baseline", help="policy the ratios are taken against (default: max_min_fairness_perf if "
                    "listed, else the first policy)")
     p.add_argument("--no-ftf", action="store_true", help="skip the `isolated` run that finish-time fairness needs")
@@ -37,16 +40,14 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run_compare)
 
 
-def _policies(args: argparse.Namespace) -> tuple[list[str], str]:
-    from hadar.policies import available
+def _policies(args: argparse.Namespace, profiles: dict[str, Any] | None = None) -> tuple[list[str], str]:
+    from hadar.policies.profiles import resolve
 
     names = [n.strip() for n in args.policies.split(",") if n.strip()]
     if not names:
         raise InputError("--policies needs at least one policy name")
-    known = set(available())
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise InputError(f"unknown policy {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    for n in names:
+        resolve(n, profiles)  # unknown names: one line naming the known policies and profiles
     if len(set(names)) != len(names):
         raise InputError("--policies lists a policy twice")
     baseline = args.baseline or ("max_min_fairness_perf" if "max_min_fairness_perf" in names else names[0])
@@ -55,21 +56,22 @@ def _policies(args: argparse.Namespace) -> tuple[list[str], str]:
     return names, baseline
 
 
-def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run every policy; returns (summaries with ratios, per-policy SimResults)."""
-    from hadar.cli_simulate import load_inputs, progress_bar
+def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    """Run every policy; returns (summaries with ratios, per-policy SimResults, the baseline's name)."""
+    from hadar.cli_simulate import load_inputs, load_profiles, progress_bar
     from hadar.metrics.summary import ftf
     from hadar.sim.run import simulate
 
-    names, baseline = _policies(args)
+    profiles = load_profiles(args)
+    names, baseline = _policies(args, profiles)
     want_ftf = not args.no_ftf
     runs: dict[str, Any] = {}
     for name in names + (["isolated"] if want_ftf and "isolated" not in names else []):
         source, cluster, table, kwargs = load_inputs(args)  # a fresh, identical workload per policy
         total = len(source) if isinstance(source, list) else (kwargs["window"][1] - kwargs["window"][0])
-        with progress_bar(total, name, args.no_progress) as bar:
+        with progress_bar(total, name, args) as bar:
             runs[name] = simulate(source, cluster, table, name, record_events=args.out is not None,
-                                  progress=bar.update, **kwargs)
+                                  progress=bar.update, profiles=profiles, **kwargs)
     results = []
     for name in names:
         s = dict(runs[name].summary)
@@ -79,15 +81,14 @@ def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
     for r in results:
         for key, ratio in RATIO_KEYS.items():
             r[ratio] = r[key] / base[key] if r.get(key) is not None and base.get(key) else None
-    return results, runs
+    return results, runs, baseline
 
 
 def run_compare(args: argparse.Namespace) -> int:
     from hadar.cli import emit_json
     from hadar.config import parse_cluster
 
-    results, runs = compare(args)
-    _, baseline = _policies(args)
+    results, runs, baseline = compare(args)
     workload = args.trace or ("generated" if args.generate else "max_min_fairness")
     written: list[Path] = []
     if args.out is not None:

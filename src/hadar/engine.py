@@ -1,42 +1,48 @@
-"""The one scheduling loop, shared by the simulator and the real runtime.
+"""The one scheduling loop, shared by the simulator, the batch runtime and the service.
 
     state  = ledger.snapshot(now)
-    alloc  = policy.allocate(state)            (only when a re-solve is due)
+    alloc  = policy.allocate(state)            (only when the cadence says a re-solve is due)
     plan   = planner.plan(state, alloc, prev)
+    plan   = the round cut at its first decisive event
     report = executor.run_round(plan)          (the only side effects)
     ledger.apply(plan, report)
 
-Re-solve cadence: by default the policy is re-solved at the first round
-boundary after any arrival or completion. ``gavel_compat`` reproduces
-Gavel's published simulator: re-solve only if something changed AND at
-least ``resolve_gap_s`` (1,920 s) passed since the last re-solve, or the
-last one happened at t = 0; with every job arrived and an empty round, a
-re-solve is forced (Gavel's stall breaker).
-A policy with ``resolve_every_round = True`` (Hadar, YARN-CS: cheap,
-per-round decisions that must see every arrival and completion) is
-re-solved at every round boundary in both modes. A policy with
-``cut_rounds = True`` (Hadar) has a round end early at an arrival that finds
-GPUs idle or at a completion that frees GPUs for a waiting job, so neither
-the new job nor the freed GPUs wait for the round's end.
+What the loop reads of a policy is its ``traits`` (``PolicyTraits``); when
+to re-solve is the injected ``Cadence``; jobs come from a ``JobSource``.
+
+Events. Each round is planned against a small event queue ordered by
+(time, kind, sequence): the round's end, and for a policy whose traits say
+``cut_rounds``, the next arrival (when the round leaves GPUs idle) and each
+lease's predicted completion (the executor's own estimate: the simulated
+rate, or the rate the runtime measured) when a job is waiting for GPUs or
+will have arrived by then. The round ends at the first of them, so neither
+a new job nor freed GPUs wait for the planned end; leases still running
+carry on, on the same GPUs, next round. The same code cuts rounds in the
+simulator and on Ray.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any, Protocol
 
 from hadar.clock import Clock, elapsed_s
 from hadar.errors import InfeasibleError
+from hadar.mechanism.cadence import Cadence, OnChange
 from hadar.mechanism.ledger import JobLedger
-from hadar.model.plan import RoundPlan, RoundReport
+from hadar.model.plan import Lease, RoundPlan, RoundReport
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import Policy
-from hadar.sim.workload import Workload
+from hadar.sources import JobSource
 
 log = logging.getLogger(__name__)
+#: How long an idle engine waits on a live source before it looks again (wall-clock runs).
+IDLE_POLL_S = 0.5
 
 
 class RoundPlanner(Protocol):
@@ -45,7 +51,47 @@ class RoundPlanner(Protocol):
 
 
 class Executor(Protocol):
-    def run_round(self, plan: RoundPlan) -> RoundReport: ...
+    def run_round(self, plan: RoundPlan) -> RoundReport:
+        """Run the plan's leases until ``start_s + duration_s`` at the latest; report what they did."""
+        ...
+
+    def estimate_rate(self, lease: Lease) -> float | None:
+        """Steps/s the lease is expected to make (None: unknown)."""
+        ...
+
+
+class EventKind(IntEnum):
+    """Kinds in their tie-breaking order at equal times."""
+
+    ARRIVAL = 0
+    COMPLETION = 1
+    ROUND_END = 2
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Event:
+    time_s: float
+    kind: EventKind
+    seq: int
+    job_id: int = field(default=-1, compare=False)
+
+
+class EventQueue:
+    """A min-heap of events ordered by (time, kind, sequence): ties are broken by an explicit rule."""
+
+    def __init__(self) -> None:
+        self._heap: list[Event] = []
+        self._seq = 0
+
+    def push(self, time_s: float, kind: EventKind, job_id: int = -1) -> None:
+        heapq.heappush(self._heap, Event(time_s, kind, self._seq, job_id))
+        self._seq += 1
+
+    def pop(self) -> Event:
+        return heapq.heappop(self._heap)
+
+    def __len__(self) -> int:
+        return len(self._heap)
 
 
 @dataclass(slots=True)
@@ -58,124 +104,134 @@ class RunStats:
     plan_s: float = 0.0
     wall_s: float = 0.0
     per_round_decision_s: list[float] = field(default_factory=list)
+    cut_rounds: int = 0
 
 
 class Engine:
-    """Runs a workload to completion under one policy, planner, executor and clock."""
+    """Runs jobs from a source to completion under one policy, planner, executor, clock and cadence."""
 
     def __init__(self, policy: Policy, planner: RoundPlanner, executor: Executor, clock: Clock, ledger: JobLedger,
-                 *, gavel_compat: bool = False, resolve_gap_s: float = 1920.0,
+                 *, cadence: Cadence | None = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None,
                  on_progress: Callable[[int], None] | None = None) -> None:
         self.policy, self.planner, self.executor, self.clock, self.ledger = policy, planner, executor, clock, ledger
-        self.gavel_compat = gavel_compat
-        self.resolve_gap_s = resolve_gap_s
+        self.traits = policy.traits
+        self.cadence = cadence or OnChange()
         self.on_event = on_event or (lambda e: None)
         self.on_progress = on_progress or (lambda n: None)
         self.allocation: Allocation | None = None
         self.stats = RunStats()
         self._measured_done = 0
 
-    def run(self, workload: Workload) -> RunStats:
+    def run(self, source: JobSource) -> RunStats:
         started = elapsed_s()
-        first = workload.next_arrival()
-        if first is None:
-            return self.stats
-        self.clock.advance_to(first)
+        first = source.next_arrival()
+        if first is not None:
+            self.clock.advance_to(first)
         previous: RoundPlan | None = None
-        ran_nothing = True
-        stalled = False
-        while not self._done(workload):
+        ran_nothing, stalled = True, False
+        while not source.done(self._measured_done):
             now = self.clock.now()
-            for job in workload.pop_arrived(now):
-                self.ledger.add(job)
-                self.on_event({"t": now, "event": "arrival", "job": job.job_id, "job_type": job.job_type,
-                               "scale_factor": job.scale_factor})
-            if workload.exhausted and ran_nothing:
-                self.ledger.last_reset_s = 0.0  # stall breaker: allow an immediate re-solve
-            t0 = elapsed_s()
-            self._maybe_resolve(now)
-            state = self.ledger.snapshot(now)
-            plan = self.planner.plan(state, self.allocation, previous)
-            self.stats.plan_s += elapsed_s(t0)
-            self.stats.per_round_decision_s.append(elapsed_s(t0))
+            self._admit(source, now)
+            if source.next_arrival() is None and ran_nothing:
+                self.ledger.stall_reset()
+            plan = self._decide(now, previous)
             if not plan.leases:
                 ran_nothing = True
-                nxt = workload.next_arrival()
-                if nxt is not None:
-                    self.clock.advance_to(nxt)
+                if self._idle(source):
                     continue
                 if stalled:
                     raise InfeasibleError(self._stuck_message())
                 stalled = True
                 continue
-            stalled = False
-            ran_nothing = False
-            plan = self._cut_round(plan, workload, now)
-            report = self.executor.run_round(plan)
-            finished = self.ledger.apply(plan, report)
-            self.stats.rounds += 1
-            self.on_event({"t": plan.start_s, "event": "round", "end": report.end_s,
-                           "leases": [[lease.job_id, lease.copy, list(lease.gpus), lease.extended]
-                                      for lease in plan.leases]})
-            for jid in finished:
-                self.on_event({"t": self.ledger.records[jid].finish_s, "event": "finish", "job": jid})
-            if finished:
-                done = sum(1 for j in finished if workload.measured(j))
-                self._measured_done += done
-                self.on_progress(done)
+            stalled = ran_nothing = False
+            report = self._run_round(self._cut(plan, source, now), source)
             previous = plan
             self.clock.advance_to(max(report.end_s, now))
         self.stats.wall_s = elapsed_s(started)
         return self.stats
 
-    def _cut_round(self, plan: RoundPlan, workload: Workload, now: float) -> RoundPlan:
-        """A policy with ``cut_rounds`` (Hadar) ends a round early at the first moment GPUs could be
-        put to better use: the next arrival, if the round leaves GPUs idle; a lease's predicted
-        finish (its remaining steps at the executor's rate, when the executor tells its rates), if a
-        job is waiting for GPUs or will have arrived by then. Leases still running carry on on the same GPUs next round
-        (extended, no restart)."""
-        if not getattr(self.policy, "cut_rounds", False):
-            return plan
-        end = plan.start_s + plan.duration_s
-        cuts: list[float] = []
-        nxt = workload.next_arrival()
-        if (nxt is not None and now < nxt < end
-                and sum(len(lease.gpus) for lease in plan.leases) < self.ledger.cluster.num_gpus):
-            cuts.append(nxt)
-        rate = getattr(self.executor, "rate", None)
-        planned = {lease.job_id for lease in plan.leases}
-        if rate is not None:
-            waiting = any(jid not in planned for jid in self.ledger.active)
-            for lease in plan.leases:
-                r = rate(lease)
-                if r > 0 and lease.copy == 0:
-                    t = plan.start_s + lease.max_steps / r * (1 + 1e-9) + 1e-9  # just past the last step
-                    if t < end and (waiting or (nxt is not None and nxt < t)):
-                        cuts.append(t)
-        return dataclasses.replace(plan, duration_s=min(cuts) - plan.start_s) if cuts else plan
+    # -- one round -----------------------------------------------------------------
+    def _admit(self, source: JobSource, now: float) -> None:
+        for job in source.pop_arrived(now):
+            self.ledger.add(job)
+            self.on_event({"t": now, "event": "arrival", "job": job.job_id, "job_type": job.job_type,
+                           "scale_factor": job.scale_factor})
 
-    def _done(self, workload: Workload) -> bool:
-        if workload.window is not None:
-            return self._measured_done >= workload.window[1] - workload.window[0]
-        return workload.exhausted and not self.ledger.active
-
-    def _maybe_resolve(self, now: float) -> None:
-        ledger = self.ledger
-        every_round = getattr(self.policy, "resolve_every_round", False)  # Hadar, YARN-CS: no cadence rule
-        if not every_round and not ledger.need_update:
-            return
-        if (not every_round and self.gavel_compat
-                and not (now - ledger.last_reset_s >= self.resolve_gap_s or ledger.last_reset_s == 0)):
-            return
-        ledger.reset_counters(now, self.allocation)
+    def _decide(self, now: float, previous: RoundPlan | None) -> RoundPlan:
         t0 = elapsed_s()
-        self.allocation = self.policy.allocate(ledger.snapshot(now))
+        if self.cadence.due(self.ledger, now, self.traits.resolve == "every_round"):
+            self._resolve(now)
+        plan = self.planner.plan(self.ledger.snapshot(now), self.allocation, previous)
+        decision = elapsed_s(t0)
+        self.stats.plan_s += decision
+        self.stats.per_round_decision_s.append(decision)
+        return plan
+
+    def _resolve(self, now: float) -> None:
+        self.ledger.reset_counters(now, self.allocation)
+        t0 = elapsed_s()
+        self.allocation = self.policy.allocate(self.ledger.snapshot(now))
         self.stats.solve_s += elapsed_s(t0)
         self.stats.resolves += 1
-        ledger.memo = self.allocation.memo
-        ledger.need_update = False
+        self.ledger.record_resolve(self.allocation)
         self.on_event({"t": now, "event": "resolve", "jobs": len(self.allocation.job_ids)})
+
+    def _idle(self, source: JobSource) -> bool:
+        """Nothing to run: move to the next arrival, or wait on a live source that has nothing to do;
+        False when no job can come that would change anything (the caller then suspects a stall)."""
+        nxt = source.next_arrival()
+        if nxt is not None:
+            self.clock.advance_to(nxt)
+            return True
+        return not self.ledger.active and source.wait(IDLE_POLL_S)
+
+    def _run_round(self, plan: RoundPlan, source: JobSource) -> RoundReport:
+        report = self.executor.run_round(plan)
+        ended = self.ledger.apply(plan, report)
+        self.stats.rounds += 1
+        self.on_event({"t": plan.start_s, "event": "round", "end": report.end_s,
+                       "leases": [[lease.job_id, lease.copy, list(lease.gpus), lease.extended]
+                                  for lease in plan.leases]})
+        for jid in sorted(ended, key=lambda j: (self._end_time(j), j)):
+            rec = self.ledger.records[jid]
+            if rec.finish_s is not None:
+                self.on_event({"t": rec.finish_s, "event": "finish", "job": jid})
+            else:
+                self.on_event({"t": rec.failed_s, "event": "job_failed", "job": jid, "error": rec.failure})
+        done = sum(1 for j in ended if source.measured(j))
+        if done:
+            self._measured_done += done
+            self.on_progress(done)
+        return report
+
+    def _end_time(self, job_id: int) -> float:
+        rec = self.ledger.records[job_id]
+        return rec.finish_s if rec.finish_s is not None else (rec.failed_s or 0.0)
+
+    def _cut(self, plan: RoundPlan, source: JobSource, now: float) -> RoundPlan:
+        """The round ends at its first decisive event (see the module docstring)."""
+        end = plan.start_s + plan.duration_s
+        queue = EventQueue()
+        queue.push(end, EventKind.ROUND_END)
+        if self.traits.cut_rounds:
+            nxt = source.next_arrival()
+            busy = sum(len(lease.gpus) for lease in plan.leases)
+            if nxt is not None and now < nxt < end and busy < self.ledger.cluster.num_gpus:
+                queue.push(nxt, EventKind.ARRIVAL)
+            planned = {lease.job_id for lease in plan.leases}
+            waiting = any(jid not in planned for jid in self.ledger.active)
+            for lease in plan.leases:
+                rate = self.executor.estimate_rate(lease) if lease.copy == 0 else None
+                if rate is not None and rate > 0:
+                    t = plan.start_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9  # just past the last step
+                    if t < end and (waiting or (nxt is not None and nxt < t)):
+                        queue.push(t, EventKind.COMPLETION, lease.job_id)
+        first = queue.pop()
+        if first.kind == EventKind.ROUND_END:
+            return plan
+        self.stats.cut_rounds += 1
+        return dataclasses.replace(plan, duration_s=first.time_s - plan.start_s)
 
     def _stuck_message(self) -> str:
         stuck = [f"{r.job.job_id} ({r.job.job_type}, {r.job.scale_factor} GPUs)" for r in self.ledger.active.values()]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
 
 from hadar.model import Cluster, JobView, SchedulerState, ThroughputTable
 from hadar.policies import Policy, available, create
+from hadar.policies.base import PolicyTraits
+from hadar.policies.registry import entry
 
 TOL = 1e-6
 
@@ -67,7 +70,9 @@ def test_is_a_policy(name):
     policy = create(name)
     assert isinstance(policy, Policy)
     assert policy.name == name
-    assert isinstance(policy.type_agnostic, bool)
+    assert isinstance(policy.traits, PolicyTraits)
+    assert policy.traits == dataclasses.replace(entry(name).cls.TRAITS, type_aware=policy.traits.type_aware,
+                                                rate_model=policy.traits.rate_model)
 
 
 @pytest.mark.parametrize("which", sorted(STATES))

@@ -28,8 +28,8 @@ def test_policy(monkeypatch):
     from hadar.policies import registry
 
     available()  # load the built-ins first
-    monkeypatch.setitem(registry._FACTORIES, POLICY, FastestTypePolicy)
-    monkeypatch.setitem(registry._DESCRIPTIONS, POLICY, "test only: each job on its fastest type")
+    monkeypatch.setitem(registry._ENTRIES, POLICY, registry.Entry(POLICY, "test only: each job on its fastest type",
+                                                                  FastestTypePolicy))
     return POLICY
 
 
@@ -64,7 +64,10 @@ def test_bad_inputs_give_one_line_and_exit_2(tmp_path, capsys, jobs, cluster, ex
 
 
 @pytest.mark.runtime
-def test_hadar_run_json_and_out(ray_session, test_policy, tmp_path, capsys):
+def test_hadar_run_json_and_out(ray_session, test_policy, tmp_path, capsys, monkeypatch):
+    import hadar.cli
+
+    monkeypatch.setattr(hadar.cli, "show_progress", lambda args: True)  # as on a terminal
     jobs = _write(tmp_path, "jobs.yaml", "jobs:\n  - {job_type: lstm, total_steps: 400}\n"
                   "  - {job_type: recoder, total_steps: 800, arrival_s: 1}\n")
     cluster = _write(tmp_path, "cluster.yaml", CLUSTER_YAML)
@@ -74,9 +77,9 @@ def test_hadar_run_json_and_out(ray_session, test_policy, tmp_path, capsys):
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     summary = json.loads(captured.out)
-    assert summary["jobs_completed"] == 2 and summary["policy"] == "test_fastest"
+    assert summary["jobs_completed"] == 2 and summary["policy"] == test_policy  # the name the run used
     assert {q["metric"] for q in summary["quality"]} == {"perplexity", "recall@10"}
-    assert "round" in captured.err and "done" in captured.err  # live progress on stderr
+    assert "round" in captured.err and "done" in captured.err  # live progress on stderr (a terminal)
     for name in ("summary.json", "jobs.csv", "events.jsonl", "throughputs.json"):
         assert (out / name).is_file()
     assert (out / "checkpoints" / "job-0.pt").is_file()

@@ -11,7 +11,7 @@ from hadar.model.job import Job
 from hadar.runtime import checkpoint, workloads
 from hadar.runtime.demo import demo_cluster
 from hadar.runtime.run import run
-from tests.helpers import FastestTypePolicy
+from tests.helpers import FastestTypePolicy, GreedyCountsPolicy
 
 pytestmark = pytest.mark.runtime
 
@@ -104,3 +104,18 @@ def test_a_data_parallel_lease_across_gpu_types_and_a_rank_dying_in_it(ray_sessi
         assert ckpt["steps"] == pytest.approx(res.steps + res3.steps)  # the failed round added nothing
     finally:
         pool.shutdown()
+
+
+def test_a_waiting_job_starts_when_a_lease_finishes_early_not_at_the_round_end(ray_session, tmp_path):
+    # four GPUs, five jobs: job 0 is short, job 4 waits for a GPU; the rounds are 20 s long
+    jobs = [Job(0, "resnet", 1, 40)] + [Job(i, "resnet", 1, 300) for i in range(1, 5)]
+    res = run(jobs, demo_cluster(), GreedyCountsPolicy(), round_s=20.0, checkpoint_dir=tmp_path)
+    s = res.summary
+    assert s["jobs_completed"] == 5 and s["failed_leases"] == 0
+    rows = {r.job_id: r for r in res.rows}
+    first_round = next(e for e in res.events if e["event"] == "round")
+    assert 4 not in [lease[0] for lease in first_round["leases"]]  # job 4 waited
+    # the executor's predicted completion of job 0 ended the round early, and job 4 started then
+    assert first_round["end"] - first_round["t"] < 15.0
+    assert rows[4].first_start_s is not None and rows[4].first_start_s < 15.0
+    assert rows[4].first_start_s >= rows[0].finish_s - 1.0

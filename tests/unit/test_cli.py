@@ -135,3 +135,64 @@ def test_runtime_commands_without_the_extra_say_what_to_install(args):
     proc = without_runtime_extra(*args)
     assert_one_line_error(proc, f"`hadar {args[0]}` needs the runtime extra (ray, torch, scikit-learn not installed)")
     assert "pip install 'hadar[runtime]'" in proc.stderr
+
+
+def test_progress_only_on_a_terminal_and_never_with_quiet(monkeypatch):
+    import argparse
+    import io
+
+    from hadar.cli import show_progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert not show_progress(argparse.Namespace(quiet=False, no_progress=False))
+    monkeypatch.setattr("sys.stderr", Tty())
+    assert show_progress(argparse.Namespace(quiet=False, no_progress=False))
+    assert not show_progress(argparse.Namespace(quiet=True, no_progress=False))
+    assert not show_progress(argparse.Namespace(quiet=False, no_progress=True))
+
+
+def test_verbose_and_quiet_set_the_log_level(capsys):
+    import logging
+
+    from hadar.cli import main
+
+    assert main(["simulate", "--trace", "small_test", "--cluster", "4:4:4", "--json", "-vv"]) == 0
+    assert logging.getLogger().level == logging.DEBUG
+    assert main(["simulate", "--trace", "small_test", "--cluster", "4:4:4", "--json", "-q"]) == 0
+    assert logging.getLogger().level == logging.ERROR
+    capsys.readouterr()
+
+
+def test_profiles_label_each_compare_row(tmp_path, capsys):
+    import json
+
+    from hadar.cli import main
+
+    p = tmp_path / "p.yaml"
+    p.write_text("pack: {policy: hadar, plan: pack}\n")
+    assert main(["compare", "--profiles", str(p), "--policies", "hadar,pack", "--trace", "small_test",
+                 "--cluster", "4:4:4", "--json", "--no-ftf"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in out["results"]] == ["hadar", "pack"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("pack: {policy: hadar, plan: nope}\n", "unknown Hadar plan 'nope'"),
+    ("pack: {policy: hadar, plann: pack}\n", "has no parameter 'plann'"),
+    ("pack: {policy: nosuch}\n", "unknown policy 'nosuch'"),
+    ("hadar: {policy: hadar}\n", "shadows the registered policy"),
+    ("pack: [1, 2]\n", "must be a mapping with a 'policy' key"),
+    ("pack: {policy: hadar, steepness: fast}\n", "parameter steepness must be a number"),
+])
+def test_bad_profiles_one_line_exit_2(tmp_path, capsys, text, message):
+    from hadar.cli import main
+
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    assert main(["simulate", "--profiles", str(p), "--policy", "pack", "--trace", "small_test", "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hadar: error:") and message in err and "\n" not in err

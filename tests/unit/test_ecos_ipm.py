@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from hadar.errors import InputError
 from hadar.policies import create
 from hadar.policies.gavel import cvx_forms
 from hadar.policies.gavel.ecos_ipm import solve_conic
-from hadar.policies.registry import factory
 
 from .test_policies_ecos_reference import CASES, _state
 
@@ -80,6 +80,6 @@ def test_ecos_path_reproduces_ecos_allocation(name, policy):
 
 @pytest.mark.parametrize("policy", sorted(ECOS_TOL))
 def test_reference_solver_policies_accept_the_solver_knob(policy):
-    assert factory(policy).reference_solver
-    with pytest.raises(ValueError):
+    assert create(policy).traits.reference_solver
+    with pytest.raises(InputError):
         create(policy, solver="gurobi")

@@ -6,6 +6,7 @@ import pytest
 
 from hadar.config import parse_cluster
 from hadar.errors import InfeasibleError, InputError
+from hadar.policies.base import PolicyTraits
 from hadar.sim.run import simulate
 from tests.helpers import FastestTypePolicy, job
 
@@ -43,8 +44,7 @@ def test_arrival_mid_round_waits_for_boundary_and_counts_from_arrival(table):
 
 
 class AdmittingPolicy(FastestTypePolicy):
-    cut_rounds = True
-    resolve_every_round = True
+    traits = PolicyTraits(cut_rounds=True, resolve="every_round")
 
 
 def test_cut_rounds_starts_a_job_on_idle_gpus_at_once(table):

@@ -13,6 +13,7 @@ from hadar.model.plan import LeaseResult, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
 from hadar.policies import create
 from hadar.policies.hadar.pricing import PriceBook, best_offer, price_curve
+from tests.helpers import leased
 
 TABLE = ThroughputTable({
     ("short", 1): {"fast": 4.0, "slow": 1.0}, ("long", 1): {"fast": 4.0, "slow": 1.0},
@@ -91,8 +92,8 @@ ONE_FAST = Cluster.from_counts({"fast": 1})
 
 
 def placed(policy: str, cluster: Cluster, jobs: list[Job], now: float = 0.0, **kw):
-    alloc = create(policy, **kw).allocate(state_of(cluster, jobs, now))
-    return {jid: types_of(cluster, g) for jid, g in alloc.placement.items()}
+    got = leased(create(policy, **kw), state_of(cluster, jobs, now))
+    return {jid: types_of(cluster, g) for jid, g in got.items()}
 
 
 def test_jct_runs_shortest_remaining_first_on_the_fast_gpu() -> None:
@@ -118,8 +119,7 @@ def test_fair_serves_least_attained_service() -> None:
     ledger.add(job(1, "long", 40000))
     plan = RoundPlan(0.0, 360.0)
     ledger.apply(plan, RoundReport(0.0, 360.0, (LeaseResult(0, 0, (0,), 1440.0, 360.0),)))
-    alloc = create("hadar", utility="fair").allocate(ledger.snapshot(360.0))
-    assert list(alloc.placement) == [1]
+    assert list(leased(create("hadar", utility="fair"), ledger.snapshot(360.0))) == [1]
 
 
 def test_throughput_gives_fast_type_to_biggest_speedup() -> None:
@@ -136,9 +136,9 @@ def test_job_may_span_types() -> None:
 def test_yarn_is_fifo_non_preemptive_one_type() -> None:
     cluster = Cluster.from_counts({"fast": 4, "slow": 4})
     jobs = [job(0, "dist", 10 ** 6, 0.0, sf=4), job(1, "dist", 10 ** 6, 1.0, sf=4), job(2, "short", 10, 2.0)]
-    alloc = create("yarn_cs").allocate(state_of(cluster, jobs, 5.0))
-    assert sorted(alloc.placement) == [0, 1]  # the short job waits behind the head: no backfill
-    for gpus in alloc.placement.values():
+    got = leased(create("yarn_cs"), state_of(cluster, jobs, 5.0))
+    assert sorted(got) == [0, 1]  # the short job waits behind the head: no backfill
+    for gpus in got.values():
         assert len(set(types_of(cluster, gpus))) == 1
 
 
@@ -162,35 +162,22 @@ def test_policy_contract_on_gavel_jobs(name: str, kw: dict, table) -> None:
     gen = iter(JobGenerator(table, 10.0, seed=3, multi_gpu=True))
     jobs = [next(gen) for _ in range(25)]
     st = state_of(cluster, jobs, jobs[-1].arrival_s, table)
-    a1, a2 = create(name, **kw).allocate(st), create(name, **kw).allocate(st)
+    policy = create(name, **kw)
+    a1, a2 = policy.allocate(st), create(name, **kw).allocate(st)
     x = a1.fractions
     assert np.all(x >= 0) and np.all(x.sum(axis=1) <= 1 + 1e-9)
     assert np.all(a1.shares().sum(axis=0) <= st.capacities() + 1e-9)
     assert np.all(x[st.throughput_matrix() <= 0] == 0)
-    assert dict(a1.placement) == dict(a2.placement) and np.array_equal(x, a2.fractions)
-    used = [g for gs in a1.placement.values() for g in gs]
+    assert a1.counts == a2.counts and np.array_equal(x, a2.fractions)
+    got = leased(policy, st, a1)
+    used = [g for gs in got.values() for g in gs]
     assert len(used) == len(set(used))
     scale = {j.job_id: j.scale_factor for j in st.jobs}
-    for jid, gpus in a1.placement.items():
+    for jid, gpus in got.items():
         assert len(gpus) == scale[jid]
         i = st.job_ids.index(jid)
         for r, t in enumerate(st.gpu_types):
             assert x[i, r] * scale[jid] == pytest.approx(sum(cluster.gpu_type_of[g] == t for g in gpus))
-
-
-def test_makespan_guard_runs_the_critical_job_first() -> None:
-    # the long job alone needs longer than the LP limit of all remaining work: it gets the fast GPU
-    got = placed("hadar", ONE_FAST_ONE_SLOW, [job(0, "long", 40000), job(1, "short", 400)], guard=1.0, guard_quiet=None, keep_slack=None)
-    assert got[0] == ["fast"]
-
-
-def test_makespan_guard_waits_until_arrivals_stop() -> None:
-    # a job arrived just now: the cluster is not draining, so shortest-remaining-first still rules;
-    # once no job has arrived for a tenth of the horizon, the critical job goes first
-    jobs = [job(0, "long", 40000), job(1, "short", 400, arrival=1000.0)]
-    kw = {"guard": 1.0, "keep_slack": None}
-    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=1000.0, **kw)[1] == ["fast"]
-    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=1e6, **kw)[0] == ["fast"]
 
 
 @pytest.mark.parametrize("name", ["hadar", "yarn_cs"])

@@ -10,6 +10,7 @@ import pytest
 from hadar.errors import InputError
 from hadar.policies import create
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, periods_s, round_plan
+from tests.helpers import leased
 from tests.unit.test_hadar import ONE_FAST, ONE_FAST_ONE_SLOW, job, placed, state_of
 
 
@@ -85,8 +86,7 @@ def test_a_job_that_never_ran_goes_first() -> None:
     ran = dataclasses.replace(st.jobs[0], attained_gpu_s=360.0)
     st = dataclasses.replace(st, jobs=(ran, st.jobs[1]))
     def who(**kw):
-        alloc = create("hadar", keep_slack=None, **kw).allocate(st)
-        return sorted(alloc.placement)
+        return sorted(leased(create("hadar", keep_slack=None, **kw), st))
     assert who(first_round=False) == [0]  # shortest remaining first
     assert who() == [1]  # the new job gets its first round
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from hadar.build import wire
 from hadar.clock import VirtualClock
 from hadar.config import parse_cluster
-from hadar.engine import Engine
 from hadar.mechanism.forking import CopyCandidate, ForkingPlanner, NodeFree, offer_nodes, split_by_node
 from hadar.mechanism.ledger import JobLedger
 from hadar.metrics.bound import ttd_forking_bound_s
@@ -23,8 +24,8 @@ from hadar.policies.hadar.pricing import PriceBook
 from hadar.sim.executor import SimulatedExecutor
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
-from hadar.sim.workload import Workload
-from tests.helpers import job
+from hadar.sources import Workload
+from tests.helpers import job, leased
 
 DATA = Path(__file__).parents[2] / "src" / "hadar" / "data"
 R50 = "ResNet-50 (batch size 64)"
@@ -104,12 +105,18 @@ def test_planner_splits_a_placement_into_per_node_copies(table) -> None:
     ledger.add(job(0, R50, sf=2))
     state = ledger.snapshot(0.0)
     gpus = (0, 1, 5, 8, 13, 16)
-    alloc = Allocation.for_state(state, np.zeros((1, 3)), placement={0: gpus})
+    copies = {0: tuple((cluster.node_of[g[0]], len(g)) for g in split_by_node(cluster, gpus))}
+    alloc = Allocation.for_state(state, np.zeros((1, 3)), copies=copies)
     plan = ForkingPlanner(cluster).plan(state, alloc, None)
     assert [lease.copy for lease in plan.leases] == [0, 1, 2, 3, 4]
-    assert [lease.gpus for lease in plan.leases] == split_by_node(cluster, gpus)
+    assert [(cluster.node_of[le.gpus[0]], len(le.gpus)) for le in plan.leases] == list(copies[0])
+    assert all(len({cluster.node_of[g] for g in le.gpus}) == 1 for le in plan.leases)
     again = ForkingPlanner(cluster).plan(state, alloc, RoundPlan(0.0, 360.0, plan.leases))
     assert all(lease.extended for lease in again.leases)
+    # a job that held GPUs on a node keeps exactly those there
+    held = dataclasses.replace(state, jobs=(dataclasses.replace(state.jobs[0], previous_gpus=gpus),))
+    kept = ForkingPlanner(cluster).plan(held, alloc, None)
+    assert [le.gpus for le in kept.leases] == split_by_node(cluster, gpus)
 
 
 # -- the policy -----------------------------------------------------------------------
@@ -146,7 +153,7 @@ def test_progress_is_the_sum_of_copies_and_finish_is_exact(table) -> None:
     policy = create("hadare")
     ledger = JobLedger(cluster, table, 360.0)
     executor = SimulatedExecutor(cluster, table)
-    engine = Engine(policy, policy.make_planner(cluster, 0), executor, VirtualClock(), ledger)
+    engine, ledger = wire(policy, cluster, table, executor, VirtualClock(), round_s=360.0)
     engine.run(Workload([job(0, R50, sf=2, steps=steps)]))
     rec = ledger.records[0]
     assert sum(c.steps for c in rec.copies) == pytest.approx(steps)
@@ -170,5 +177,5 @@ def test_allocation_keeps_the_policy_contract(table) -> None:
     x = alloc.fractions
     assert (x >= 0).all() and (x.sum(axis=1) <= 1 + 1e-9).all()
     assert (alloc.shares().sum(axis=0) <= state.capacities() + 1e-9).all()
-    held = [g for gs in alloc.placement.values() for g in gs]
+    held = [g for gs in leased(create("hadare"), state, alloc).values() for g in gs]
     assert sorted(held) == list(range(cluster.num_gpus))  # nothing idles while jobs can use it

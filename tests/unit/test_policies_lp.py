@@ -1,4 +1,4 @@
-"""Shared LP helpers (hadar.policies.lp) and the interior-point centering (gavel.center)."""
+"""Shared LP helpers (hadar.solve.lp) and the interior-point centering (gavel.center)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from hadar.errors import SolverError
 from hadar.policies.gavel.center import Face, analytic_center, blend_start, center_face
-from hadar.policies.lp import (
+from hadar.solve.lp import (
     Variables,
     active_mask,
     base_constraints,

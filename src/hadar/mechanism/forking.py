@@ -17,8 +17,8 @@ pass gives GPUs still free to copies with positive utility at zero price,
 so no node idles while a job it can run is unfinished; a last pass gives
 what is left to jobs that finish this round anyway, so they finish sooner.
 
-``ForkingPlanner`` turns an allocation's placement (job id -> every GPU of
-every copy) into leases: one per node the job uses, copy ids 0..k-1 in
+``ForkingPlanner`` turns an allocation's copies (job id -> (node, GPU
+count) per copy) into leases on GPU ids: one per copy, copy ids 0..k-1 in
 node order.
 """
 
@@ -181,29 +181,59 @@ def _best(nodes: NodeFree, book: Prices, job: CopyCandidate, round_s: float, mod
 
 
 class ForkingPlanner:
-    """Leases from ``allocation.placement``: one per node the job's GPUs are on (HadarE copies).
+    """Leases from an allocation's ``copies`` (HadarE): one lease per (node, GPU count) copy.
 
-    Copy ids follow node order (copy 0 on the lowest node index); a lease
-    is ``extended`` when the job held exactly these GPUs as one copy last
-    round. Jobs that finished since the allocation was made are skipped.
+    GPU ids on a node: first those the job held there last round (so a copy that keeps its node
+    and size keeps exactly its GPUs), then the lowest free ones. Copy ids follow node order (copy
+    0 on the lowest node index); a lease is ``extended`` when the job held exactly these GPUs as
+    one copy last round. Jobs that finished since the allocation was made are skipped.
     """
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
-        placement = allocation.placement if allocation is not None and allocation.placement is not None else {}
+        copies = allocation.copies if allocation is not None and allocation.copies is not None else {}
         before = {(lease.job_id, lease.gpus) for lease in previous.leases} if previous is not None else set()
+        gpus = self.gpu_ids(state, copies)
         leases: list[Lease] = []
         for job in state.jobs:
-            gpus = placement.get(job.job_id)
-            if not gpus:
-                continue
-            for c, group in enumerate(split_by_node(self.cluster, gpus)):
+            for c, group in enumerate(gpus.get(job.job_id, [])):
                 leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
                                     gpus=group, max_steps=job.remaining_steps, copy=c,
                                     extended=(job.job_id, group) in before))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
+
+    def gpu_ids(self, state: SchedulerState, copies: Mapping[int, Sequence[tuple[int, int]]]
+                ) -> dict[int, list[tuple[int, ...]]]:
+        """Job id -> GPU ids of each copy (node order); raises ValueError if a node is oversubscribed."""
+        cluster = self.cluster
+        live = {job.job_id: job for job in state.jobs}
+        free = {n: list(cluster.gpus_of_node(n)) for n in range(len(cluster.nodes))}
+        chosen: dict[tuple[int, int], list[int]] = {}
+        for jid, parts in copies.items():  # pass 1: keep last round's GPUs on the same node
+            if jid not in live:
+                continue
+            prev = live[jid].previous_gpus
+            for n, k in parts:
+                keep = [g for g in prev if cluster.node_of[g] == n and g in free[n]][:k]
+                for g in keep:
+                    free[n].remove(g)
+                chosen[(jid, n)] = keep
+        for jid, parts in copies.items():  # pass 2: the lowest free GPUs for the rest
+            if jid not in live:
+                continue
+            for n, k in parts:
+                got = chosen[(jid, n)]
+                need = k - len(got)
+                if need > len(free[n]):
+                    raise ValueError(f"node {cluster.nodes[n].name}: {need} more GPUs wanted, {len(free[n])} free")
+                got.extend(free[n][:need])
+                del free[n][:need]
+        out: dict[int, list[tuple[int, ...]]] = {}
+        for (jid, n), ids in sorted(chosen.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            out.setdefault(jid, []).append(tuple(sorted(ids)))
+        return out
 
 
 def split_by_node(cluster: Cluster, gpus: Sequence[int]) -> list[tuple[int, ...]]:

@@ -51,6 +51,17 @@ class JobRecord:
     restarts: int = 0
     steps_by_type: dict[str, float] = field(default_factory=dict)
     copies: list[CopyRound] = field(default_factory=list)  # job tracker: per round, per copy
+    failed_s: float | None = None  # when it ended as failed (it will not run again)
+    failure: str = ""  # why
+
+    @property
+    def status(self) -> str:
+        """``done``, ``failed``, ``running`` (held GPUs in the last round) or ``queued``."""
+        if self.finish_s is not None:
+            return "done"
+        if self.failed_s is not None:
+            return "failed"
+        return "running" if self.prev_gpus else "queued"
 
 
 class JobLedger:
@@ -103,11 +114,34 @@ class JobLedger:
         return SchedulerState(now_s=now_s, round_s=self.round_s, cluster=self.cluster, jobs=views,
                               table=self.table, memo=self.memo)
 
-    def update_table(self, table: ThroughputTable) -> None:
-        """Use ``table`` from now on (e.g. the runtime's measured throughputs): refreshes active jobs' rates."""
+    def update_table(self, table: ThroughputTable, *, resolve_if_moved: float | None = None) -> None:
+        """Use ``table`` from now on (e.g. the runtime's measured throughputs): refreshes active jobs' rates.
+
+        ``resolve_if_moved``: ask for a re-solve when some active job's rate on some type moved by
+        more than this share of what the policy saw."""
         self.table = table
+        moved = False
         for rec in self.active.values():
+            old = rec.throughputs
             rec.throughputs = table.row(rec.job.job_type, rec.job.scale_factor, self.types)
+            if resolve_if_moved is not None and not moved:
+                moved = any(abs(n - o) > resolve_if_moved * o for n, o in zip(rec.throughputs, old) if o > 0)
+        if moved:
+            self.need_update = True
+
+    def record_resolve(self, allocation: Allocation) -> None:
+        """The policy was re-solved: keep its memo for the next snapshot; nothing is pending."""
+        self.memo = allocation.memo
+        self.need_update = False
+
+    def request_resolve(self) -> None:
+        """Something outside the ledger changed (a node, a cancellation): re-solve at the next boundary."""
+        self.need_update = True
+
+    def stall_reset(self) -> None:
+        """Gavel's stall breaker (every job arrived, a round ran nothing): the reset time goes back to 0,
+        which allows an immediate re-solve and, as in Gavel, counts the whole run in the next deficits."""
+        self.last_reset_s = 0.0
 
     # ---- Gavel's counter reset (at every re-solve) -----------------------------
     def reset_counters(self, now_s: float, allocation: Allocation | None) -> None:
@@ -124,7 +158,7 @@ class JobLedger:
 
     # ---- applying a round ------------------------------------------------------
     def apply(self, plan: RoundPlan, report: RoundReport) -> list[int]:
-        """Record what the round did; returns ids of jobs that finished."""
+        """Record what the round did; returns ids of jobs that ended (finished, or failed for good)."""
         self.rounds += 1
         prev = {jid: r.prev_gpus for jid, r in self.active.items() if r.prev_gpus}
         self.lease_opportunities += len(prev)
@@ -144,6 +178,8 @@ class JobLedger:
                 rec.copies.append(CopyRound(self.rounds, res.copy, self.cluster.node_of[g0],
                                             self.cluster.gpu_type_of[g0], len(res.gpus), res.steps, res.failed))
             if res.failed:
+                if res.fatal and rec.finish_s is None and rec.failed_s is None:
+                    rec.failed_s, rec.failure = max(res.end_s, report.start_s), res.error or "failed"
                 continue
             if rec.first_start_s is None:
                 rec.first_start_s = report.start_s
@@ -164,7 +200,7 @@ class JobLedger:
                     rec.restarts += 1  # resumed elsewhere or after a pause: checkpoint restore
                 rec.rounds_run += 1
             rec.prev_gpus = gpus
-        for jid in [j for j, r in self.active.items() if r.finish_s is not None]:
+        for jid in [j for j, r in self.active.items() if r.finish_s is not None or r.failed_s is not None]:
             del self.active[jid]
             finished.append(jid)
         if finished:
@@ -176,3 +212,7 @@ class JobLedger:
     def finished(self, job_id: int) -> bool:
         rec = self.records.get(job_id)
         return rec is not None and rec.finish_s is not None
+
+    def ended(self) -> int:
+        """Jobs that finished or failed for good."""
+        return sum(1 for r in self.records.values() if r.finish_s is not None or r.failed_s is not None)

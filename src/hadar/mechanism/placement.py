@@ -4,8 +4,8 @@ Hadar decides how many GPUs of each type a job gets; ``assign_gpus`` picks
 the ids: first the GPUs the job held last round (so a job that keeps its
 counts keeps exactly its GPUs: no restart), then, for the rest, as few
 nodes as possible (best-fit over nodes of the type, jobs needing more GPUs
-placed first). ``PlacementPlanner`` turns an allocation's explicit
-``placement`` (job id -> GPU ids) into the round's leases.
+placed first). ``PlacementPlanner`` turns an allocation's GPU ``counts``
+into the round's leases with it.
 """
 
 from __future__ import annotations
@@ -77,23 +77,27 @@ def _take(nodes: dict[int, list[int]], k: int, mine: set[int], gpu_type: str) ->
 
 
 class PlacementPlanner:
-    """Leases straight from ``allocation.placement`` (task-level policies: Hadar, YARN-CS).
+    """Leases from an allocation's whole GPU ``counts`` per job and type (task-level policies: Hadar,
+    YARN-CS): ``assign_gpus`` picks the ids, keeping each job's GPUs of last round where it can.
 
-    Jobs that finished since the allocation was made are skipped; a lease is
-    ``extended`` when the job holds exactly the GPUs it held last round.
+    Jobs that finished since the allocation was made are skipped; a lease is ``extended`` when
+    the job holds exactly the GPUs it held last round.
     """
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
+        counts = allocation.counts if allocation is not None and allocation.counts is not None else {}
+        live = {job.job_id: job for job in state.jobs}
+        want = {jid: dict(c) for jid, c in counts.items() if jid in live and c}
+        prev = {jid: live[jid].previous_gpus for jid in want if live[jid].previous_gpus}
+        ids = assign_gpus(self.cluster, want, prev)
         leases: list[Lease] = []
-        placement = allocation.placement if allocation is not None and allocation.placement is not None else {}
         for job in state.jobs:
-            gpus = placement.get(job.job_id)
+            gpus = ids.get(job.job_id)
             if not gpus:
                 continue
-            gpus = tuple(sorted(gpus))
             leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
                                 max_steps=job.remaining_steps, extended=gpus == job.previous_gpus))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))

@@ -43,8 +43,10 @@ class RoundPlan:
 class LeaseResult:
     """What one lease achieved: ``steps`` done, busy from round start to ``end_s``.
 
-    ``failed`` marks a lease whose worker died: its steps are 0 and the
-    job resumes from its last checkpoint next round.
+    ``failed`` marks a lease that did not complete (its worker died, the
+    job's code raised): its steps are 0 and the job resumes from its last
+    checkpoint next round, unless ``fatal``: the job cannot go on (it failed
+    too often) and ends as failed, with ``error`` as the reason.
     """
 
     job_id: int
@@ -54,6 +56,8 @@ class LeaseResult:
     end_s: float
     failed: bool = False
     metrics: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+    fatal: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,8 +86,10 @@ class Allocation:
 
     A job on type j holds ``scale_factor`` GPUs while it runs, so its share
     in GPU-equivalents is ``fractions * scale_factor`` (see ``shares``).
-    Task-level policies (Hadar) may also give an explicit ``placement``
-    (job id -> GPU ids); their fractions are then tasks-per-type / W.
+    Policies never pick GPU ids; planners do. Task-level policies (Hadar,
+    YARN-CS) also give whole GPU ``counts`` per job and type (their
+    fractions are then count / W); forking policies (HadarE) give each job's
+    ``copies`` as (node index, GPU count) pairs, at most one per node.
     ``memo`` carries policy state to the next snapshot (pure policies with
     memory, e.g. finish-time fairness's accumulated isolated time).
     """
@@ -96,7 +98,8 @@ class Allocation:
     gpu_types: tuple[str, ...]
     fractions: np.ndarray
     scale_factors: tuple[int, ...] = ()
-    placement: Mapping[int, tuple[int, ...]] | None = None
+    counts: Mapping[int, Mapping[str, int]] | None = None
+    copies: Mapping[int, tuple[tuple[int, int], ...]] | None = None
     memo: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -105,8 +108,12 @@ class Allocation:
         object.__setattr__(self, "fractions", x)
         if not self.scale_factors:
             object.__setattr__(self, "scale_factors", (1,) * len(self.job_ids))
-        if self.placement is not None:
-            object.__setattr__(self, "placement", MappingProxyType(dict(self.placement)))
+        if self.counts is not None:
+            object.__setattr__(self, "counts", MappingProxyType(
+                {jid: MappingProxyType({t: int(k) for t, k in c.items() if k > 0}) for jid, c in self.counts.items()}))
+        if self.copies is not None:
+            object.__setattr__(self, "copies", MappingProxyType(
+                {jid: tuple((int(n), int(k)) for n, k in c) for jid, c in self.copies.items() if c}))
         object.__setattr__(self, "memo", MappingProxyType(dict(self.memo)))
         object.__setattr__(self, "_index", {jid: i for i, jid in enumerate(self.job_ids)})
         object.__setattr__(self, "_rows", tuple(tuple(float(v) for v in r) for r in x))

@@ -1,33 +1,80 @@
-"""Name -> policy factory. Names follow Gavel's (``max_min_fairness_perf``)."""
+"""Name -> policy class and fixed parameters. Names follow Gavel's (``max_min_fairness_perf``).
+
+One class may be registered under several names with different fixed
+parameters (Gavel's heterogeneity-aware and type-agnostic variants are one
+class with ``type_aware``). Registration checks what the engine relies on:
+the class declares its traits (``TRAITS``, a ``PolicyTraits``) and every
+fixed parameter is a keyword its constructor takes.
+"""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from hadar.errors import InputError
-from hadar.policies.base import Policy
+from hadar.policies.base import Policy, PolicyTraits
 
-_FACTORIES: dict[str, Callable[..., Policy]] = {}
-_DESCRIPTIONS: dict[str, str] = {}
 _BUILTIN_MODULES = (
     "hadar.policies.gavel",
     "hadar.policies.hadar",
     "hadar.policies.hadare",
     "hadar.policies.yarn",
 )
+C = TypeVar("C", bound=type)
 
 
-def register(name: str, description: str) -> Callable[[Callable[..., Policy]], Callable[..., Policy]]:
-    """Class/function decorator: ``@register("fifo", "one line")``."""
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A registered policy: ``cls(**fixed, **params)`` builds it."""
 
-    def deco(factory: Callable[..., Policy]) -> Callable[..., Policy]:
-        if name in _FACTORIES:
+    name: str
+    description: str
+    cls: type
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    forwards: type | None = None  # the class its other keywords go to (HadarE -> Hadar)
+
+    def parameters(self) -> dict[str, Any]:
+        """The parameters a user may set (name -> default), in the constructor's order; a class that
+        forwards its other keywords to another (``FORWARDS``, e.g. HadarE to Hadar) lists those too."""
+        out = _keywords(self.cls)
+        if self.forwards is not None:
+            out.update({k: v for k, v in _keywords(self.forwards).items() if k not in out})
+        return {k: v for k, v in out.items() if k not in self.fixed}
+
+
+def _keywords(cls: type) -> dict[str, Any]:
+    sig = inspect.signature(cls)
+    return {p.name: p.default for p in sig.parameters.values()
+            if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD}
+
+
+_ENTRIES: dict[str, Entry] = {}
+
+
+def register(name: str, description: str, *, forwards: type | None = None, **fixed: Any) -> Callable[[C], C]:
+    """Class decorator: ``@register("fifo", "one line")``; stack it to register variants,
+    e.g. ``@register("max_min_fairness", "...", type_aware=False)``. ``forwards``: the class that
+    receives the keywords this one does not declare (its parameters are then settable too)."""
+
+    def deco(cls: C) -> C:
+        if name in _ENTRIES:
             raise ValueError(f"policy {name!r} registered twice")
-        _FACTORIES[name] = factory
-        _DESCRIPTIONS[name] = description
-        return factory
+        traits = getattr(cls, "TRAITS", None)
+        if not isinstance(traits, PolicyTraits):
+            raise TypeError(f"policy {name!r}: {cls.__name__} must declare TRAITS = PolicyTraits(...)")
+        if not callable(getattr(cls, "allocate", None)):
+            raise TypeError(f"policy {name!r}: {cls.__name__} has no allocate(state)")
+        params = inspect.signature(cls).parameters
+        unknown = [k for k in fixed if k not in params]
+        if unknown:
+            raise TypeError(f"policy {name!r}: {cls.__name__} takes no parameter {unknown[0]!r}")
+        _ENTRIES[name] = Entry(name, description, cls, MappingProxyType(dict(fixed)), forwards)
+        return cls
 
     return deco
 
@@ -40,28 +87,65 @@ def _load_builtins() -> None:
 
 def available() -> tuple[str, ...]:
     _load_builtins()
-    return tuple(sorted(_FACTORIES))
+    return tuple(sorted(_ENTRIES))
 
 
 def describe() -> dict[str, str]:
     _load_builtins()
-    return {n: _DESCRIPTIONS[n] for n in sorted(_FACTORIES)}
+    return {n: _ENTRIES[n].description for n in sorted(_ENTRIES)}
 
 
-def factory(name: str) -> Callable[..., Policy]:
-    """The registered factory (usually the class) for ``name``; unknown names raise ``InputError``."""
+def entry(name: str) -> Entry:
+    """The registration of ``name``; unknown names raise ``InputError``."""
     _load_builtins()
     try:
-        return _FACTORIES[name]
+        return _ENTRIES[name]
     except KeyError:
-        raise InputError(f"unknown policy {name!r}; known: {', '.join(sorted(_FACTORIES))}") from None
+        raise InputError(f"unknown policy {name!r}; known: {', '.join(sorted(_ENTRIES))}") from None
 
 
-def create(name: str, **kwargs: Any) -> Policy:
-    """Instantiate a registered policy; unknown names raise ``InputError``."""
-    _load_builtins()
+def create(name: str, **params: Any) -> Policy:
+    """Instantiate a registered policy with ``params``; an unknown name, an unknown parameter or a
+    bad value raises ``InputError``."""
+    e = entry(name)
+    known = e.parameters()
+    unknown = [k for k in params if k not in known]
+    if unknown:
+        raise InputError(f"policy {name!r} has no parameter {unknown[0]!r}; "
+                         f"its parameters: {', '.join(known) or 'none'}")
+    hints = {**_annotations(e.forwards), **_annotations(e.cls)}
+    for key, value in params.items():
+        if value is None and "None" in hints.get(key, ""):
+            continue
+        _check_type(name, key, value, known[key])
     try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise InputError(f"unknown policy {name!r}; known: {', '.join(sorted(_FACTORIES))}") from None
-    return factory(**kwargs)
+        policy = e.cls(**e.fixed, **params)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"policy {name!r}: {exc}") from None
+    return policy  # type: ignore[no-any-return]
+
+
+def _annotations(cls: type | None) -> dict[str, str]:
+    """Parameter name -> its annotation as written (``from __future__ import annotations``: strings)."""
+    if cls is None:
+        return {}
+    return {p.name: str(p.annotation) for p in inspect.signature(cls).parameters.values()}
+
+
+def _check_type(policy: str, key: str, value: Any, default: Any) -> None:
+    """A value of the kind the parameter's default is (numbers for numbers, ...); None default: anything."""
+    if default is None or default is inspect.Parameter.empty:
+        return
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+        kind = "true or false"
+    elif isinstance(default, (int, float)):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        kind = "a number"
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+        kind = "a string"
+    else:
+        return
+    if not ok:
+        raise InputError(f"policy {policy!r}: parameter {key} must be {kind}, got {value!r}")

@@ -9,9 +9,9 @@ FIFO, non-preemptive, gang-scheduled on one GPU type, blind to types:
   can run the job at all); if no type has room the head waits and so does
   everyone behind it (YARN reserves capacity for the head; no backfill).
 
-It re-decides every round (``resolve_every_round``), as a real YARN
-resource manager reacts to every heartbeat, and its placements go straight
-to leases through ``PlacementPlanner``.
+It re-decides every round (trait ``resolve="every_round"``), as a real
+YARN resource manager reacts to every heartbeat; the placement planner
+turns its GPU counts into leases, keeping a running job on its GPUs.
 """
 
 from __future__ import annotations
@@ -21,37 +21,29 @@ from typing import ClassVar
 
 import numpy as np
 
-from hadar.mechanism.placement import PlacementPlanner, assign_gpus
-from hadar.model.cluster import Cluster
 from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.base import PolicyTraits
 from hadar.policies.registry import register
 
 
 @register("yarn_cs", "YARN capacity scheduler: FIFO, non-preemptive, gang on one GPU type, blind to types")
 class YarnCapacityScheduler:
+    TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False, resolve="every_round", planner="placement")
     name: ClassVar[str] = "yarn_cs"
-    type_agnostic: ClassVar[bool] = True
-    spans_types: ClassVar[bool] = False
-    resolve_every_round: ClassVar[bool] = True
+    traits: ClassVar[PolicyTraits] = TRAITS
 
     def __init__(self, *, seed: int = 0) -> None:
-        self.seed = seed
-
-    def make_planner(self, cluster: Cluster, seed: int) -> PlacementPlanner:
-        self.seed = seed
-        return PlacementPlanner(cluster)
+        self.seed = int(seed)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         types = state.gpu_types
         cluster = state.cluster
         free = {t: cluster.count(t) for t in types}
         counts: dict[int, dict[str, int]] = {}
-        prev: dict[int, tuple[int, ...]] = {}
         for job in state.jobs:  # running jobs keep their GPUs
             if len(job.previous_gpus) == job.scale_factor:
                 t = cluster.gpu_type_of[job.previous_gpus[0]]
                 counts[job.job_id] = {t: job.scale_factor}
-                prev[job.job_id] = job.previous_gpus
                 free[t] -= job.scale_factor
         waiting = sorted((j for j in state.jobs if j.job_id not in counts), key=lambda j: (j.arrival_s, j.job_id))
         for job in waiting:
@@ -61,10 +53,9 @@ class YarnCapacityScheduler:
             t = random.Random(self.seed * 1_000_003 + job.job_id).choice(fits)
             counts[job.job_id] = {t: job.scale_factor}
             free[t] -= job.scale_factor
-        placement = assign_gpus(cluster, counts, prev)
         index = {jid: i for i, jid in enumerate(state.job_ids)}
         fractions = np.zeros((len(state.jobs), len(types)))
         for jid, c in counts.items():
             for t in c:
                 fractions[index[jid], types.index(t)] = 1.0
-        return Allocation.for_state(state, fractions, placement=placement)
+        return Allocation.for_state(state, fractions, counts=counts)

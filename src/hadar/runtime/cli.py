@@ -26,7 +26,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--gpus-per-node", type=int, default=1, help="GPUs per node for the shorthands (default 1)")
     p.add_argument("--jobs", help="job list (.yaml/.json/.csv/.trace) with runtime job types "
                    "(resnet, lstm, transformer, recoder or full names); default: the demo jobs")
-    p.add_argument("--policy", default=DEFAULT_POLICY, help=f"policy name (see `hadar policies`; default {DEFAULT_POLICY})")
+    p.add_argument("--policy", default=DEFAULT_POLICY, help="policy name (see `hadar policies`) or a profile name "
+                   f"from --profiles (default {DEFAULT_POLICY})")
+    from hadar.cli_simulate import add_profiles_arg
+
+    add_profiles_arg(p)
     p.add_argument("--round-s", type=float, default=10.0, help="round length in seconds (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of models, data and planner (default 0)")
     p.add_argument("--throughputs", help="starting throughput table (Gavel JSON, e.g. a previous run's "
@@ -71,7 +75,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 
 class _Progress:
-    """One line per round on stderr: round, jobs running, jobs done (overwritten on a terminal)."""
+    """One line per round on stderr, overwritten in place: round, jobs running, jobs done (terminals only)."""
 
     def __init__(self, total: int, enabled: bool) -> None:
         self.total, self.enabled = total, enabled
@@ -97,13 +101,14 @@ class _Progress:
 
 
 def main(args: argparse.Namespace) -> int:
-    from hadar.cli import emit_json
-    from hadar.cli_simulate import format_summary
+    from hadar.cli import emit_json, show_progress
+    from hadar.cli_simulate import format_summary, load_profiles
     from hadar.runtime.run import quality_rows, run, write_outputs
 
     require_runtime_extra("run")
+    profiles = load_profiles(args)
     cluster, jobs, table = _inputs(args)
-    progress = _Progress(len(jobs), not args.no_progress)
+    progress = _Progress(len(jobs), show_progress(args))
     rounds = [0]
 
     def on_event(e: dict[str, Any]) -> None:
@@ -116,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         result = run(jobs, cluster, args.policy, round_s=args.round_s, address=args.address, seed=args.seed,
                      checkpoint_dir=ckpt, throughputs=table, dashboard_host=args.dashboard, on_event=on_event,
-                     dilation=args.dilation, fork_optimizer=args.fork_optimizer)
+                     dilation=args.dilation, fork_optimizer=args.fork_optimizer, profiles=profiles)
     finally:
         progress.close()
     if args.out is not None:

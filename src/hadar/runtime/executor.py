@@ -170,6 +170,15 @@ class RayExecutor:
                 offset += len(le.gpus)
         return out
 
+    def estimate_rate(self, lease: Lease) -> float | None:
+        """Steps/s the lease should make: the tracker's (measured, else prior) rate for its job type,
+        GPU count and type; None for a lease spanning GPU types (no single rate is known)."""
+        if len({self.cluster.gpu_type_of[g] for g in lease.gpus}) != 1:
+            return None
+        table = self.tracker.table() if self.tracker is not None else None
+        rate = self._expected_rate(table, lease)
+        return rate if rate > 0 else None
+
     def _expected_rate(self, table: ThroughputTable | None, lease: Lease) -> float:
         t = self.cluster.gpu_type_of[lease.gpus[0]]
         k = len(lease.gpus)

@@ -11,28 +11,28 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hadar.build import policy_for_run, wire
 from hadar.clock import WallClock, elapsed_s
-from hadar.engine import Engine, RunStats
+from hadar.engine import RunStats
 from hadar.errors import InputError
-from hadar.mechanism.ledger import JobLedger
+from hadar.mechanism.admission import validate_jobs
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
-from hadar.policies import create
 from hadar.policies.base import Policy
+from hadar.policies.profiles import PolicySpec
 from hadar.runtime import aggregate, emulation, session, workloads
 from hadar.runtime.executor import JobProgress, RayExecutor, RoundStats
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.tracker import ThroughputTracker
-from hadar.sim.run import make_planner, validate_jobs
-from hadar.sim.workload import Workload
+from hadar.sources import Workload
 
 log = logging.getLogger(__name__)
 RESOLVE_ON_CHANGE = 0.25  # re-solve when a measured rate moves this much (relative) from what the policy saw
@@ -80,7 +80,8 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         throughputs: ThroughputTable | None = None, dashboard_host: str | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None, on_progress: Callable[[int], None] | None = None,
         on_dispatch: Callable[[int, RoundPlan], None] | None = None, on_pool: Callable[[WorkerPool], None] | None = None,
-        grace_s: float = 30.0, dilation: float | None = None, fork_optimizer: str = "largest") -> RuntimeResult:
+        grace_s: float = 30.0, dilation: float | None = None, fork_optimizer: str = "largest",
+        profiles: Mapping[str, PolicySpec] | None = None) -> RuntimeResult:
     """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds).
 
     ``dilation`` (emulation only): stretch every step this much on top of
@@ -97,8 +98,9 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         raise InputError(f"fork optimizer policy must be one of {', '.join(aggregate.OPTIMIZER_POLICIES)}, "
                          f"got {fork_optimizer!r}")
     jobs = resolve_jobs(jobs)
-    pol = create(policy) if isinstance(policy, str) else policy
-    spans = getattr(pol, "spans_types", False)
+    run_policy = policy_for_run(policy, seed=seed, profiles=profiles)
+    pol = run_policy.policy
+    spans = pol.traits.spans_types
     if cluster is not None:  # reject impossible jobs before starting anything
         validate_jobs(jobs, cluster, throughputs or _shape_table(jobs, cluster), spans_types=spans)
     if address is None:
@@ -118,21 +120,21 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         if on_pool is not None:
             on_pool(pool)
         clock = WallClock()  # t = 0 once every worker is up
-        ledger = JobLedger(cluster, prior, round_s)
         tracker = ThroughputTracker(prior)
         executor = RayExecutor(cluster, pool, clock, checkpoint_dir=checkpoint_dir or Path(tempfile.mkdtemp(
             prefix="hadar-ckpt-")), speed=(lambda jt, k, t: factors.get((jt, k, t), 1.0)) if factors else None,
-            tracker=tracker, on_table=lambda t: _refresh(ledger, t), on_event=emit, on_dispatch=on_dispatch,
+            tracker=tracker, on_event=emit, on_dispatch=on_dispatch,
             grace_s=grace_s, seed=seed, fork_optimizer=fork_optimizer)
-        engine = Engine(pol, make_planner(pol, cluster, seed), executor, clock, ledger, on_event=emit,
-                        on_progress=on_progress)
+        engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=round_s, seed=seed, on_event=emit,
+                              on_progress=on_progress)
+        executor.on_table = lambda t: ledger.update_table(t, resolve_if_moved=RESOLVE_ON_CHANGE)  # measured rates
         stats = engine.run(Workload(jobs))
     finally:
         pool.shutdown()
         if sess.owned:
             session.shutdown()
     rows = job_rows(ledger)
-    summary = summarize(ledger, rows, policy=pol.name, wall_s=stats.wall_s)
+    summary = summarize(ledger, rows, policy=run_policy.label, wall_s=stats.wall_s)
     summary.update(_runtime_summary(stats, executor, pool, sess, round_s))
     summary["emulation_dilation"] = dil
     return RuntimeResult(summary, rows, executor.jobs, tracker.table(), tracker.mean_table(), prior, executor.rounds,
@@ -164,17 +166,6 @@ def _tee(events: list[dict[str, Any]], extra: Callable[[dict[str, Any]], None] |
             extra(e)
 
     return emit
-
-
-def _refresh(ledger: JobLedger, table: ThroughputTable) -> None:
-    """Give the ledger the measured table; ask for a re-solve when a job's rates moved a lot."""
-    before = {jid: rec.throughputs for jid, rec in ledger.active.items()}
-    ledger.update_table(table)
-    for jid, rec in ledger.active.items():
-        old = before[jid]
-        if any(abs(n - o) > RESOLVE_ON_CHANGE * o for n, o in zip(rec.throughputs, old) if o > 0):
-            ledger.need_update = True
-            return
 
 
 def _runtime_summary(stats: RunStats, executor: RayExecutor, pool: WorkerPool, sess: session.RaySession,

@@ -29,6 +29,10 @@ class SimulatedExecutor:
         self.rate_model = rate_model
         self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
 
+    def estimate_rate(self, lease: Lease) -> float:
+        """The simulated rate is exact: the lease makes exactly this many steps/s."""
+        return self.rate(lease)
+
     def rate(self, lease: Lease) -> float:
         """Steps/s of the lease (cached per job type, scale factor and GPU set)."""
         key = (lease.job_type, lease.scale_factor, lease.gpus)

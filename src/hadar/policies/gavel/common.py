@@ -7,14 +7,15 @@ type j; rows follow ``state.jobs``, columns ``state.gpu_types``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
 
 from hadar.model.state import Allocation, SchedulerState
 from hadar.numeric import matvec
-from hadar.policies.lp import active_mask, clip_fractions, unique_rows
+from hadar.policies.base import PolicyTraits
+from hadar.solve.lp import active_mask, clip_fractions, unique_rows
 
 #: Gavel's agnostic makespan/FTF pretend every GPU is this type.
 REFERENCE_TYPE = "v100"
@@ -124,30 +125,47 @@ def finish(state: SchedulerState, x: np.ndarray, active: np.ndarray, **kw: objec
     return Allocation.for_state(state, np.where(active, clip_fractions(x), 0.0), **kw)  # type: ignore[arg-type]
 
 
-class ReferenceSolved:
-    """A policy with a Gavel-exact path: ``solver="ecos"`` solves cvxpy's problem form with our
-    re-implementation of ECOS (ecos_ipm.py); Gavel-compatible runs select it (sim/run.py)."""
+class GavelPolicy:
+    """Base of Gavel's policies: a name per variant and the declared traits.
 
-    reference_solver: ClassVar[bool] = True
+    ``type_aware`` (Gavel's ``*_perf`` variants) or not (every GPU looks alike to the policy);
+    ``NAMES`` = (aware name, agnostic name); a class with one variant lists it once.
+    """
 
-    def __init__(self, solver: str = "highs") -> None:
-        if solver not in ("highs", "ecos"):
-            raise ValueError(f"solver must be 'highs' or 'ecos', got {solver!r}")
-        self.solver = solver
+    TRAITS: ClassVar[PolicyTraits] = PolicyTraits()
+    NAMES: ClassVar[tuple[str, ...]]
 
+    def __init__(self, *, type_aware: bool = True) -> None:
+        if len(self.NAMES) == 1 and type_aware != self.TRAITS.type_aware:
+            raise ValueError(f"{self.NAMES[0]} has no {'type-aware' if type_aware else 'type-agnostic'} variant")
+        self.type_aware = bool(type_aware)
 
-class GavelPolicyBase:
-    """Shared entry point: empty states, then ``solve`` on the throughputs this policy sees
-    (the real ones, or the V100 view for type-agnostic variants)."""
+    @property
+    def name(self) -> str:
+        return self.NAMES[0] if self.type_aware or len(self.NAMES) == 1 else self.NAMES[1]
 
-    name: ClassVar[str]
-    type_agnostic: ClassVar[bool]
+    @property
+    def traits(self) -> PolicyTraits:
+        return replace(self.TRAITS, type_aware=self.type_aware)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         if not state.jobs:
             return empty_allocation(state)
         inp = Inputs.of(state)
-        return self.solve(state, inp, inp.rates_for(state.gpu_types, agnostic=self.type_agnostic))
+        return self.solve(state, inp, inp.rates_for(state.gpu_types, agnostic=not self.type_aware))
 
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
         raise NotImplementedError
+
+
+class ReferenceSolved(GavelPolicy):
+    """A policy with a Gavel-exact path: ``solver="ecos"`` solves cvxpy's problem form with our
+    re-implementation of ECOS (ecos_ipm.py); Gavel-compatible runs select it (the run builder)."""
+
+    TRAITS: ClassVar[PolicyTraits] = PolicyTraits(reference_solver=True)
+
+    def __init__(self, *, type_aware: bool = True, solver: str = "highs") -> None:
+        super().__init__(type_aware=type_aware)
+        if solver not in ("highs", "ecos"):
+            raise ValueError(f"solver must be 'highs' or 'ecos', got {solver!r}")
+        self.solver = solver

@@ -21,6 +21,7 @@ from typing import ClassVar
 import numpy as np
 
 from hadar.model.state import Allocation, SchedulerState
+from hadar.policies.base import PolicyTraits
 from hadar.policies.gavel.common import Inputs, empty_allocation
 from hadar.policies.registry import register
 
@@ -42,9 +43,9 @@ def _fastest(throughputs: np.ndarray, room: np.ndarray, gpu_types: tuple[str, ..
 
 @register("fifo_perf", "FIFO, heterogeneity-aware: each job in arrival order gets the fastest type with room (Gavel)")
 class FifoPerf:
+    TRAITS: ClassVar[PolicyTraits] = PolicyTraits(skip_zero_priority=True)  # never run a job where x = 0
     name: ClassVar[str] = "fifo_perf"
-    type_agnostic: ClassVar[bool] = False
-    skip_zero_priority: ClassVar[bool] = True  # round mechanism: never run a job where x = 0 (Gavel's FIFO)
+    traits: ClassVar[PolicyTraits] = TRAITS
 
     def allocate(self, state: SchedulerState) -> Allocation:
         if not state.jobs:
@@ -64,11 +65,11 @@ class FifoPerf:
 
 @register("fifo", "FIFO, type-agnostic: a random type with room, kept until the job completes")
 class Fifo:
+    TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False, skip_zero_priority=True)
     name: ClassVar[str] = "fifo"
-    type_agnostic: ClassVar[bool] = True
-    skip_zero_priority: ClassVar[bool] = True
+    traits: ClassVar[PolicyTraits] = TRAITS
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, *, seed: int = 0) -> None:
         self.seed = int(seed)
 
     def _draw(self, job_id: int, room: np.ndarray) -> int:

@@ -35,10 +35,10 @@ import numpy as np
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel import cvx_forms
 from hadar.policies.gavel.center import FACE_TOL, interior_point
-from hadar.policies.gavel.common import GavelPolicyBase, Inputs, ReferenceSolved, finish, isolated_throughputs
+from hadar.policies.gavel.common import Inputs, ReferenceSolved, finish, isolated_throughputs
 from hadar.policies.gavel.problem import ClassProblem
-from hadar.policies.lp import maxmin_lp, scale_to_unit
 from hadar.policies.registry import register
+from hadar.solve.lp import maxmin_lp, scale_to_unit
 
 MEMO_CUMULATIVE = "finish_time_fairness/cumulative_isolated_s"
 MEMO_REMAINING = "finish_time_fairness/previous_remaining_steps"
@@ -128,7 +128,12 @@ def solve_finish_time(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarr
     return prob.expand(x_cls, m), iso
 
 
-class _FinishTimeBase(ReferenceSolved, GavelPolicyBase):
+@register("finish_time_fairness_perf", "finish-time fairness (Themis rho), heterogeneity-aware (Gavel)")
+@register("finish_time_fairness", "finish-time fairness, type-agnostic: every GPU treated as a V100 (Gavel)",
+          type_aware=False)
+class FinishTimeFairness(ReferenceSolved):
+    NAMES: ClassVar[tuple[str, ...]] = ("finish_time_fairness_perf", "finish_time_fairness")
+
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
         cumulative = cumulative_isolated_time(state, state.memo)
         x_ecos = solve_finish_time_ecos(throughputs, inp, cumulative, state) if self.solver == "ecos" else None
@@ -143,16 +148,3 @@ class _FinishTimeBase(ReferenceSolved, GavelPolicyBase):
             MEMO_ISOLATED: dict(zip(ids, iso.tolist())),
         }
         return finish(state, x, inp.active, memo=memo)
-
-
-@register("finish_time_fairness_perf", "finish-time fairness (Themis rho), heterogeneity-aware (Gavel)")
-class FinishTimeFairnessPerf(_FinishTimeBase):
-    name: ClassVar[str] = "finish_time_fairness_perf"
-    type_agnostic: ClassVar[bool] = False
-
-
-@register("finish_time_fairness", "finish-time fairness, type-agnostic: every GPU treated as a V100 (Gavel)")
-class FinishTimeFairness(_FinishTimeBase):
-    name: ClassVar[str] = "finish_time_fairness"
-    type_agnostic: ClassVar[bool] = True
-

@@ -32,7 +32,7 @@ import numpy as np
 from hadar.errors import SolverError
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel import cvx_forms
-from hadar.policies.gavel.common import GavelPolicyBase, Inputs, ReferenceSolved, finish
+from hadar.policies.gavel.common import Inputs, ReferenceSolved, finish
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.registry import register
 
@@ -121,22 +121,14 @@ def solve_makespan(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
     return prob.expand(x_cls, m)
 
 
-class _MakespanBase(ReferenceSolved, GavelPolicyBase):
+@register("min_total_duration_perf", "makespan minimization, heterogeneity-aware (Gavel)")
+@register("min_total_duration", "makespan minimization, type-agnostic: every GPU treated as a V100 (Gavel)",
+          type_aware=False)
+class MinTotalDuration(ReferenceSolved):
+    NAMES: ClassVar[tuple[str, ...]] = ("min_total_duration_perf", "min_total_duration")
+
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
         x = solve_makespan_ecos(throughputs, inp, state) if self.solver == "ecos" else None
         if x is None:
             x = solve_makespan(throughputs, inp)
         return finish(state, x, inp.active)
-
-
-@register("min_total_duration_perf", "makespan minimization, heterogeneity-aware (Gavel)")
-class MinTotalDurationPerf(_MakespanBase):
-    name: ClassVar[str] = "min_total_duration_perf"
-    type_agnostic: ClassVar[bool] = False
-
-
-@register("min_total_duration", "makespan minimization, type-agnostic: every GPU treated as a V100 (Gavel)")
-class MinTotalDuration(_MakespanBase):
-    name: ClassVar[str] = "min_total_duration"
-    type_agnostic: ClassVar[bool] = True
-

@@ -18,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from hadar.model.state import Allocation, SchedulerState
-from hadar.policies.gavel.common import Inputs, empty_allocation, finish, proportional_throughputs
+from hadar.policies.gavel.common import GavelPolicy, Inputs, empty_allocation, finish, proportional_throughputs
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.registry import register
 
@@ -41,34 +41,17 @@ def solve_max_min(coef: np.ndarray, inp: Inputs) -> np.ndarray:
     return prob.expand(x_cls, m)
 
 
-class _MaxMinBase:
-    type_agnostic: ClassVar[bool]
-    name: ClassVar[str]
+@register("max_min_fairness_perf", "LAS, heterogeneity-aware: max-min of normalized effective throughput (Gavel)")
+@register("max_min_fairness", "LAS, type-agnostic: max-min of GPU-time shares (Gavel)", type_aware=False)
+class MaxMinFairness(GavelPolicy):
+    """Gavel's LAS; ``type_aware=False`` solves the same LP with every throughput set to 1."""
 
-    def _throughputs(self, inp: Inputs) -> np.ndarray:
-        raise NotImplementedError
+    NAMES: ClassVar[tuple[str, ...]] = ("max_min_fairness_perf", "max_min_fairness")
 
     def allocate(self, state: SchedulerState) -> Allocation:
         if not state.jobs:
             return empty_allocation(state)
         inp = Inputs.of(state)
-        x = solve_max_min(max_min_coefficients(self._throughputs(inp), inp), inp)
+        rates = inp.throughputs if self.type_aware else np.ones(inp.shape)
+        x = solve_max_min(max_min_coefficients(rates, inp), inp)
         return finish(state, x, inp.active)
-
-
-@register("max_min_fairness_perf", "LAS, heterogeneity-aware: max-min of normalized effective throughput (Gavel)")
-class MaxMinFairnessPerf(_MaxMinBase):
-    name: ClassVar[str] = "max_min_fairness_perf"
-    type_agnostic: ClassVar[bool] = False
-
-    def _throughputs(self, inp: Inputs) -> np.ndarray:
-        return inp.throughputs
-
-
-@register("max_min_fairness", "LAS, type-agnostic: max-min of GPU-time shares (Gavel)")
-class MaxMinFairness(_MaxMinBase):
-    name: ClassVar[str] = "max_min_fairness"
-    type_agnostic: ClassVar[bool] = True
-
-    def _throughputs(self, inp: Inputs) -> np.ndarray:
-        return np.ones(inp.shape)

@@ -14,7 +14,7 @@ import numpy as np
 
 from hadar.policies.gavel.center import FACE_TOL, Face, center_face, repair
 from hadar.policies.gavel.common import Classes
-from hadar.policies.lp import Variables, maxmin_lp, scale_to_unit
+from hadar.solve.lp import Variables, maxmin_lp, scale_to_unit
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from hadar.model.state import Allocation, SchedulerState
-from hadar.policies.gavel.common import Inputs, empty_allocation, finish, isolated_fractions
+from hadar.policies.base import PolicyTraits
+from hadar.policies.gavel.common import GavelPolicy, Inputs, finish, isolated_fractions
 from hadar.policies.registry import register
 
 
 @register("isolated", "equal 1/m slice of every GPU type for each job (Gavel's isolated baseline)")
-class Isolated:
-    name: ClassVar[str] = "isolated"
-    type_agnostic: ClassVar[bool] = True
+class Isolated(GavelPolicy):
+    TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False)
+    NAMES: ClassVar[tuple[str, ...]] = ("isolated",)
 
-    def allocate(self, state: SchedulerState) -> Allocation:
-        if not state.jobs:
-            return empty_allocation(state)
-        inp = Inputs.of(state)
+    def __init__(self, *, type_aware: bool = False) -> None:
+        super().__init__(type_aware=type_aware)
+
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
         return finish(state, isolated_fractions(inp.scale_factors, inp.capacities), inp.active)
 

@@ -19,10 +19,10 @@ import numpy as np
 from hadar.model.state import Allocation, SchedulerState
 from hadar.numeric import dot
 from hadar.policies.gavel import cvx_forms
-from hadar.policies.gavel.common import Inputs, ReferenceSolved, empty_allocation, finish
+from hadar.policies.gavel.common import Inputs, ReferenceSolved, finish
 from hadar.policies.gavel.problem import ClassProblem, fattened
-from hadar.policies.lp import base_constraints, solve_lp
 from hadar.policies.registry import register
+from hadar.solve.lp import base_constraints, solve_lp
 
 
 def solve_max_sum(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
@@ -58,14 +58,11 @@ def solve_max_sum_ecos(throughputs: np.ndarray, inp: Inputs, state: SchedulerSta
 
 
 @register("max_sum_throughput_perf", "maximize the sum of raw throughputs (steps/s) over jobs (Gavel)")
-class MaxSumThroughputPerf(ReferenceSolved):
-    name: ClassVar[str] = "max_sum_throughput_perf"
-    type_agnostic: ClassVar[bool] = False
-    def allocate(self, state: SchedulerState) -> Allocation:
-        if not state.jobs:
-            return empty_allocation(state)
-        inp = Inputs.of(state)
-        x = solve_max_sum_ecos(inp.throughputs, inp, state) if self.solver == "ecos" else None
+class MaxSumThroughput(ReferenceSolved):
+    NAMES: ClassVar[tuple[str, ...]] = ("max_sum_throughput_perf",)
+
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+        x = solve_max_sum_ecos(throughputs, inp, state) if self.solver == "ecos" else None
         if x is None:
-            x = solve_max_sum(inp.throughputs, inp)
+            x = solve_max_sum(throughputs, inp)
         return finish(state, x, inp.active)

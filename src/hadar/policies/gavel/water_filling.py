@@ -26,11 +26,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from hadar.model.state import Allocation, SchedulerState
-from hadar.policies.gavel.common import Inputs, empty_allocation, finish
+from hadar.policies.gavel.common import GavelPolicy, Inputs, finish
 from hadar.policies.gavel.max_min import max_min_coefficients
 from hadar.policies.gavel.problem import ClassProblem, fattened
-from hadar.policies.lp import base_constraints, demand_rows, solve_lp
 from hadar.policies.registry import register
+from hadar.solve.lp import base_constraints, demand_rows, solve_lp
 
 _LEVEL_RTOL = 1e-9  # slack granted to levels found by an earlier LP (HiGHS tolerances)
 _DELTA = 1e-2  # cap on the improvement u_i, relative to tau
@@ -104,13 +104,9 @@ def solve_water_filling(coef: np.ndarray, inp: Inputs) -> np.ndarray:
 
 @register("max_min_fairness_water_filling_perf",
           "lexicographic (water-filling) max-min of normalized effective throughput (Gavel)")
-class MaxMinFairnessWaterFillingPerf:
-    name: ClassVar[str] = "max_min_fairness_water_filling_perf"
-    type_agnostic: ClassVar[bool] = False
+class MaxMinFairnessWaterFilling(GavelPolicy):
+    NAMES: ClassVar[tuple[str, ...]] = ("max_min_fairness_water_filling_perf",)
 
-    def allocate(self, state: SchedulerState) -> Allocation:
-        if not state.jobs:
-            return empty_allocation(state)
-        inp = Inputs.of(state)
-        x = solve_water_filling(max_min_coefficients(inp.throughputs, inp), inp)
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+        x = solve_water_filling(max_min_coefficients(throughputs, inp), inp)
         return finish(state, x, inp.active)

@@ -1,10 +1,41 @@
-"""Workloads the engine consumes: a fixed job list, or a generated stream with a window."""
+"""Where jobs come from: the engine reads a ``JobSource``.
+
+``Workload`` is a fixed job list or a generated stream (with Gavel's
+steady-state window); the service's store is another source, whose jobs
+arrive while the engine runs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 from hadar.model.job import Job
+
+
+class JobSource(Protocol):
+    """Jobs in arrival order, as the engine consumes them."""
+
+    def next_arrival(self) -> float | None:
+        """Arrival time of the next job not yet handed out (None: none known now)."""
+        ...
+
+    def pop_arrived(self, t: float) -> list[Job]:
+        """Every job that has arrived by ``t`` and was not handed out yet."""
+        ...
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` for news (a live source: a submission). True if jobs may still come
+        that are not announced by ``next_arrival`` (a live source); a fixed source returns False at once."""
+        ...
+
+    def done(self, finished: int) -> bool:
+        """True when the run is over, ``finished`` being the number of measured jobs that finished."""
+        ...
+
+    def measured(self, job_id: int) -> bool:
+        """Whether ``job_id`` counts in the run's metrics."""
+        ...
 
 
 class Workload:
@@ -18,7 +49,6 @@ class Workload:
     def __init__(self, source: Iterator[Job] | list[Job], *, window: tuple[int, int] | None = None,
                  limit: int | None = None) -> None:
         self._it = iter(source)
-        self._finite = isinstance(source, list)
         self.window = window
         self.limit = len(source) if isinstance(source, list) else limit
         self._next: Job | None = None
@@ -45,18 +75,20 @@ class Workload:
             self._advance()
         return out
 
+    def wait(self, timeout_s: float) -> bool:
+        return False
+
     @property
     def exhausted(self) -> bool:
         return self._next is None
+
+    def done(self, finished: int) -> bool:
+        if self.window is not None:
+            return finished >= self.window[1] - self.window[0]
+        return self.exhausted and finished >= self.emitted
 
     def measured(self, job_id: int) -> bool:
         if self.window is None:
             return True
         a, b = self.window
         return a <= job_id < b
-
-    def target_count(self) -> int | None:
-        """How many measured jobs must finish (None while unknown)."""
-        if self.window is not None:
-            return self.window[1] - self.window[0]
-        return self.limit

@@ -1,0 +1,84 @@
+"""One builder that wires a run, for the simulator, the batch runtime and the service alike.
+
+From a policy's declared traits it picks the planner (Gavel's rounds,
+placement, forking), from the run's options the re-solve cadence, and it
+hands the same ledger, planner and cadence to the ``Engine`` whatever the
+executor and clock are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hadar.clock import Clock
+from hadar.engine import Engine, Executor, RoundPlanner
+from hadar.mechanism.cadence import Cadence, GavelCadence, OnChange
+from hadar.mechanism.forking import ForkingPlanner
+from hadar.mechanism.ledger import JobLedger
+from hadar.mechanism.placement import PlacementPlanner
+from hadar.mechanism.rounds import GavelRoundPlanner
+from hadar.model.cluster import Cluster
+from hadar.model.throughput import ThroughputTable
+from hadar.policies.base import Policy, PolicyTraits
+from hadar.policies.profiles import PolicySpec, resolve
+from hadar.policies.registry import entry
+
+#: Gavel's simulator re-solves at most this often (seconds).
+GAVEL_RESOLVE_GAP_S = 1920.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunPolicy:
+    """The policy of one run and the label its results carry (a profile name or the policy's name)."""
+
+    label: str
+    policy: Policy
+
+
+def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = False,
+                   profiles: Mapping[str, PolicySpec] | None = None,
+                   params: Mapping[str, Any] | None = None) -> RunPolicy:
+    """Build the policy a run names: a registered name or a profile (``profiles``), or an instance.
+    ``params`` set parameters on top of the profile's.
+
+    The run's ``seed`` goes to policies that take one (unless the profile sets it); a
+    Gavel-compatible run gives policies with a reference solver ``solver="ecos"`` (Gavel's solver:
+    reproduce ECOS's point, not just an optimum) unless the profile says otherwise.
+    """
+    if not isinstance(name, str):
+        return RunPolicy(name.name, name)
+    spec = resolve(name, profiles)
+    if params:
+        spec = PolicySpec(spec.label, spec.policy, {**spec.params, **params})
+    defaults: dict[str, Any] = {"seed": seed}
+    if gavel_compat and entry(spec.policy).cls.TRAITS.reference_solver:
+        defaults["solver"] = "ecos"
+    return RunPolicy(spec.label, spec.build(**defaults))
+
+
+def make_planner(traits: PolicyTraits, cluster: Cluster, seed: int) -> RoundPlanner:
+    """The planner a policy's traits name."""
+    if traits.planner == "placement":
+        return PlacementPlanner(cluster)
+    if traits.planner == "forking":
+        return ForkingPlanner(cluster)
+    return GavelRoundPlanner(cluster, shuffle_types=not traits.type_aware,
+                             skip_zero_priority=traits.skip_zero_priority, seed=seed)
+
+
+def make_cadence(gavel_compat: bool) -> Cadence:
+    return GavelCadence(GAVEL_RESOLVE_GAP_S) if gavel_compat else OnChange()
+
+
+def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Executor, clock: Clock, *,
+         round_s: float, seed: int = 0, gavel_compat: bool = False, track_copies: bool = False,
+         on_event: Callable[[dict[str, Any]], None] | None = None,
+         on_progress: Callable[[int], None] | None = None) -> tuple[Engine, JobLedger]:
+    """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking)."""
+    traits = policy.traits
+    ledger = JobLedger(cluster, table, round_s, track_copies=track_copies or traits.forks)
+    engine = Engine(policy, make_planner(traits, cluster, seed), executor, clock, ledger,
+                    cadence=make_cadence(gavel_compat), on_event=on_event, on_progress=on_progress)
+    return engine, ledger

@@ -1,0 +1,126 @@
+"""Whole gangs for Hadar: the dual subroutine with a keep-your-GPUs candidate, the fill pass, and
+the rounding of a fractional plan to whole gangs.
+
+Counts are ``job index -> {type index: GPUs}``; every function here is pure
+except for the ``PriceBook`` and ``counts`` it is handed to fill.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hadar.model.state import SchedulerState
+from hadar.policies.hadar.pricing import Offer, PriceBook, best_offer
+
+Counts = dict[int, dict[int, int]]
+
+
+def value_of(c: dict[int, int], rates: np.ndarray, value: np.ndarray, w: int, rate_model: str) -> float:
+    """Utility of the placement ``c`` (sync: its slowest type's value; additive: each GPU's share)."""
+    if rate_model == "sync":
+        return float(value[min(c, key=lambda r: rates[r])])
+    return sum(k * float(value[r]) / w for r, k in c.items())
+
+
+def respond(book: PriceBook, rates: np.ndarray, value: np.ndarray, w: int, prev: dict[int, int] | None,
+            discount: float, rate_model: str) -> Offer | None:
+    """Dual subroutine, with the previous placement (no restart) as an extra candidate."""
+    offer = best_offer(book, rates, value * discount, w, rate_model=rate_model)
+    if prev is None or discount >= 1.0 or any(book.free[r] < k for r, k in prev.items()):
+        return offer
+    cost = sum(book.price(r, n) for r, k in prev.items() for n in range(k))
+    keep = Offer(dict(prev), value_of(prev, rates, value, w, rate_model), cost)
+    return keep if offer is None or keep.payoff >= offer.payoff else offer
+
+
+def fill(book: PriceBook, x: np.ndarray, value: np.ndarray, scale: np.ndarray, counts: Counts,
+         waiting: list[int], rate_model: str) -> None:
+    """Fill pass: free GPUs go to waiting jobs (priority order), then let placed jobs move up to
+    faster free GPUs, so no GPU idles while a job it could speed up runs. Adds to ``counts``."""
+    flat = PriceBook(book.capacity, 1.0, 1.0, 0.0)  # free GPUs cost nothing now
+    flat.free = book.free.copy()
+    for i in waiting:
+        if flat.free.sum() == 0:
+            return
+        offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=rate_model)
+        if offer is not None and offer.utility > 0:
+            flat.take(offer.counts)
+            counts[i] = offer.counts
+    for i in list(counts):  # upgrade pass, in priority order
+        if flat.free.sum() == 0:
+            return
+        mine = counts[i]
+        cur = value_of(mine, x[i], value[i], int(scale[i]), rate_model)
+        for r, k in mine.items():
+            flat.free[r] += k
+        offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=rate_model)
+        if offer is not None and offer.utility > cur * (1 + 1e-9):
+            mine = offer.counts
+        flat.take(mine)
+        counts[i] = mine
+
+
+def previous_counts(state: SchedulerState) -> Counts:
+    """GPUs per type each job held last round (jobs that held a whole gang)."""
+    index = {t: r for r, t in enumerate(state.gpu_types)}
+    out: Counts = {}
+    for i, j in enumerate(state.jobs):
+        if len(j.previous_gpus) == j.scale_factor:
+            c: dict[int, int] = {}
+            for g in j.previous_gpus:
+                r = index[state.cluster.gpu_type_of[g]]
+                c[r] = c.get(r, 0) + 1
+            out[i] = c
+    return out
+
+
+def from_plan(state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray, free: np.ndarray,
+              plan: np.ndarray, price: np.ndarray, order: np.ndarray, rate_model: str,
+              first: np.ndarray | None = None) -> Counts:
+    """Whole gangs from a fractional plan ``plan[i, r]`` (share of the round on W GPUs of type r):
+    the jobs the LP prices as critical (the horizon needs them) first, then by planned share and
+    packing ``order``; each on its planned type (its previous one if the plan mostly agrees, else
+    the largest share); leftover GPUs go through the fill pass. ``first``: 2 = the plan finishes
+    the job this round (they go first, shortest first), 1 = it never ran (next)."""
+    book = PriceBook(free, 1.0, 1.0, 0.0)
+    prev = previous_counts(state)
+    rank = np.empty(len(order), dtype=int)
+    rank[order] = np.arange(len(order))
+    share = plan.sum(axis=1)
+    counts: Counts = {}
+    waiting: list[int] = []
+    critical = (price > 1e-9 * max(float(price.max()), 1e-300)) & (share >= 0.5)
+    first = np.zeros(len(share), dtype=int) if first is None else first
+    for i in sorted(range(len(share)), key=lambda i: (-first[i], rank[i] if first[i] == 2 else 0, not critical[i],
+                                                      -round(share[i], 6), -price[i], rank[i])):
+        got = _planned_gang(book, x[i], value[i], int(scale[i]), plan[i], share[i], first[i], prev.get(i), rate_model)
+        if got is None:
+            waiting.append(i)
+        else:
+            book.take(got)
+            counts[i] = got
+    if book.free.sum() > 0:
+        waiting.sort(key=lambda i: rank[i])
+        fill(book, x, value, scale, counts, waiting, rate_model)
+    return counts
+
+
+def _planned_gang(book: PriceBook, x: np.ndarray, value: np.ndarray, w: int, plan: np.ndarray, share: float,
+                  first: int, mine: dict[int, int] | None, rate_model: str) -> dict[int, int] | None:
+    """One job's gang from its planned shares (None: it waits)."""
+    if first > 0 and share < 0.5:
+        offer = best_offer(book, x, value, w, rate_model=rate_model)
+        return offer.counts if offer is not None else None
+    if share < 0.5:
+        return None
+    planned = [r for r in np.argsort(-plan) if plan[r] > 1e-6]
+    kept = next(iter(mine)) if mine is not None and len(mine) == 1 else None
+    if kept in planned and plan[kept] >= 0.5:  # stay put when the plan mostly agrees
+        planned.remove(kept)
+        planned.insert(0, kept)
+    for r in planned:
+        if book.free[r] >= w:
+            return {int(r): w}
+    mask = np.where(plan > 1e-6, value, 0.0)
+    offer = best_offer(book, np.where(plan > 1e-6, x, 0.0), mask, w, rate_model=rate_model)
+    return offer.counts if offer is not None else None
