@@ -35,7 +35,7 @@ def leased(policy, state: SchedulerState, alloc: Allocation | None = None) -> di
     from hadar.build import make_planner
 
     alloc = policy.allocate(state) if alloc is None else alloc
-    plan = make_planner(policy.traits, state.cluster, 0).plan(state, alloc, None)
+    plan = make_planner(policy.traits).plan(state, alloc, None)
     out: dict[int, tuple[int, ...]] = {}
     for lease in plan.leases:
         out[lease.job_id] = tuple(sorted(out.get(lease.job_id, ()) + lease.gpus))

@@ -58,14 +58,14 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
     return RunPolicy(spec.label, spec.build(**defaults))
 
 
-def make_planner(traits: PolicyTraits, cluster: Cluster, seed: int) -> RoundPlanner:
-    """The planner a policy's traits name."""
+def make_planner(traits: PolicyTraits, seed: int = 0) -> RoundPlanner:
+    """The planner a policy's traits name (planners read the cluster from each snapshot)."""
     if traits.planner == "placement":
-        return PlacementPlanner(cluster)
+        return PlacementPlanner()
     if traits.planner == "forking":
-        return ForkingPlanner(cluster)
-    return GavelRoundPlanner(cluster, shuffle_types=not traits.type_aware,
-                             skip_zero_priority=traits.skip_zero_priority, seed=seed)
+        return ForkingPlanner()
+    return GavelRoundPlanner(shuffle_types=not traits.type_aware, skip_zero_priority=traits.skip_zero_priority,
+                             seed=seed)
 
 
 def make_cadence(gavel_compat: bool) -> Cadence:
@@ -79,6 +79,6 @@ def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Exe
     """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking)."""
     traits = policy.traits
     ledger = JobLedger(cluster, table, round_s, track_copies=track_copies or traits.forks)
-    engine = Engine(policy, make_planner(traits, cluster, seed), executor, clock, ledger,
+    engine = Engine(policy, make_planner(traits, seed), executor, clock, ledger,
                     cadence=make_cadence(gavel_compat), on_event=on_event, on_progress=on_progress)
     return engine, ledger

@@ -35,6 +35,7 @@ from hadar.clock import Clock, elapsed_s
 from hadar.errors import InfeasibleError
 from hadar.mechanism.cadence import Cadence, OnChange
 from hadar.mechanism.ledger import JobLedger
+from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, RoundPlan, RoundReport
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import Policy
@@ -57,6 +58,10 @@ class Executor(Protocol):
 
     def estimate_rate(self, lease: Lease) -> float | None:
         """Steps/s the lease is expected to make (None: unknown)."""
+        ...
+
+    def cluster_view(self) -> Cluster | None:
+        """The cluster as the executor sees it now (nodes down, joined), or None: unchanged."""
         ...
 
 
@@ -133,6 +138,7 @@ class Engine:
         while not source.done(self._measured_done):
             now = self.clock.now()
             self._admit(source, now)
+            self._changes(source, now)
             if source.next_arrival() is None and ran_nothing:
                 self.ledger.stall_reset()
             plan = self._decide(now, previous)
@@ -158,6 +164,24 @@ class Engine:
             self.on_event({"t": now, "event": "arrival", "job": job.job_id, "job_type": job.job_type,
                            "scale_factor": job.scale_factor})
 
+    def _changes(self, source: JobSource, now: float) -> None:
+        """Cancellations from the source and node changes from the executor, at a round boundary."""
+        ended = [jid for jid in source.pop_cancelled() if self.ledger.cancel(jid, now)]
+        for jid in ended:
+            self.on_event({"t": now, "event": "cancelled", "job": jid})
+        self._count_ended(ended, source)
+        view = self.executor.cluster_view()
+        if view is not None and view != self.ledger.cluster:
+            self.ledger.set_cluster(view)
+            self.on_event({"t": now, "event": "cluster", "nodes": len(view.nodes), "down": sorted(view.down),
+                           "gpus_up": len(view.up_gpus)})
+
+    def _count_ended(self, ended: list[int], source: JobSource) -> None:
+        done = sum(1 for j in ended if source.measured(j))
+        if done:
+            self._measured_done += done
+            self.on_progress(done)
+
     def _decide(self, now: float, previous: RoundPlan | None) -> RoundPlan:
         t0 = elapsed_s()
         if self.cadence.due(self.ledger, now, self.traits.resolve == "every_round"):
@@ -178,13 +202,13 @@ class Engine:
         self.on_event({"t": now, "event": "resolve", "jobs": len(self.allocation.job_ids)})
 
     def _idle(self, source: JobSource) -> bool:
-        """Nothing to run: move to the next arrival, or wait on a live source that has nothing to do;
-        False when no job can come that would change anything (the caller then suspects a stall)."""
+        """Nothing to run: move to the next arrival, or wait on a live source (a job, a cancellation or
+        a node may come); False for a fixed source with no arrival left (the caller suspects a stall)."""
         nxt = source.next_arrival()
         if nxt is not None:
             self.clock.advance_to(nxt)
             return True
-        return not self.ledger.active and source.wait(IDLE_POLL_S)
+        return source.wait(IDLE_POLL_S)  # a live source waits for submissions, cancellations or nodes
 
     def _run_round(self, plan: RoundPlan, source: JobSource) -> RoundReport:
         report = self.executor.run_round(plan)
@@ -199,10 +223,7 @@ class Engine:
                 self.on_event({"t": rec.finish_s, "event": "finish", "job": jid})
             else:
                 self.on_event({"t": rec.failed_s, "event": "job_failed", "job": jid, "error": rec.failure})
-        done = sum(1 for j in ended if source.measured(j))
-        if done:
-            self._measured_done += done
-            self.on_progress(done)
+        self._count_ended(ended, source)
         return report
 
     def _end_time(self, job_id: int) -> float:
@@ -217,7 +238,7 @@ class Engine:
         if self.traits.cut_rounds:
             nxt = source.next_arrival()
             busy = sum(len(lease.gpus) for lease in plan.leases)
-            if nxt is not None and now < nxt < end and busy < self.ledger.cluster.num_gpus:
+            if nxt is not None and now < nxt < end and busy < len(self.ledger.cluster.up_gpus):
                 queue.push(nxt, EventKind.ARRIVAL)
             planned = {lease.job_id for lease in plan.leases}
             waiting = any(jid not in planned for jid in self.ledger.active)

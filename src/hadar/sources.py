@@ -29,8 +29,12 @@ class JobSource(Protocol):
         that are not announced by ``next_arrival`` (a live source); a fixed source returns False at once."""
         ...
 
+    def pop_cancelled(self) -> list[int]:
+        """Ids of jobs cancelled since the last call (the engine ends them at the round boundary)."""
+        ...
+
     def done(self, finished: int) -> bool:
-        """True when the run is over, ``finished`` being the number of measured jobs that finished."""
+        """True when the run is over, ``finished`` being the number of measured jobs that ended."""
         ...
 
     def measured(self, job_id: int) -> bool:
@@ -77,6 +81,9 @@ class Workload:
 
     def wait(self, timeout_s: float) -> bool:
         return False
+
+    def pop_cancelled(self) -> list[int]:
+        return []
 
     @property
     def exhausted(self) -> bool:

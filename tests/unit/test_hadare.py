@@ -107,15 +107,15 @@ def test_planner_splits_a_placement_into_per_node_copies(table) -> None:
     gpus = (0, 1, 5, 8, 13, 16)
     copies = {0: tuple((cluster.node_of[g[0]], len(g)) for g in split_by_node(cluster, gpus))}
     alloc = Allocation.for_state(state, np.zeros((1, 3)), copies=copies)
-    plan = ForkingPlanner(cluster).plan(state, alloc, None)
+    plan = ForkingPlanner().plan(state, alloc, None)
     assert [lease.copy for lease in plan.leases] == [0, 1, 2, 3, 4]
     assert [(cluster.node_of[le.gpus[0]], len(le.gpus)) for le in plan.leases] == list(copies[0])
     assert all(len({cluster.node_of[g] for g in le.gpus}) == 1 for le in plan.leases)
-    again = ForkingPlanner(cluster).plan(state, alloc, RoundPlan(0.0, 360.0, plan.leases))
+    again = ForkingPlanner().plan(state, alloc, RoundPlan(0.0, 360.0, plan.leases))
     assert all(lease.extended for lease in again.leases)
     # a job that held GPUs on a node keeps exactly those there
     held = dataclasses.replace(state, jobs=(dataclasses.replace(state.jobs[0], previous_gpus=gpus),))
-    kept = ForkingPlanner(cluster).plan(held, alloc, None)
+    kept = ForkingPlanner().plan(held, alloc, None)
     assert [le.gpus for le in kept.leases] == split_by_node(cluster, gpus)
 
 

@@ -21,7 +21,7 @@ def test_priority_is_share_over_time_received(table):
     state = ledger.snapshot(0.0)
     x = np.array([[0.2], [0.9], [0.5]])
     alloc = Allocation(state.job_ids, ("v100",), x)
-    plan = GavelRoundPlanner(ledger.cluster).plan(state, alloc, None)
+    plan = GavelRoundPlanner().plan(state, alloc, None)
     assert sorted(plan.job_ids) == [1, 2]  # the two largest x / received
 
 
@@ -30,7 +30,7 @@ def test_leases_respect_capacity_and_one_type_per_job(table):
     ledger = ledger_with(jobs, "4:2:0", table)
     state = ledger.snapshot(0.0)
     x = np.full((4, 2), 0.5)
-    plan = GavelRoundPlanner(ledger.cluster).plan(state, Allocation(state.job_ids, state.gpu_types, x,
+    plan = GavelRoundPlanner().plan(state, Allocation(state.job_ids, state.gpu_types, x,
                                                                    scale_factors=(2, 1, 1, 4)), None)
     used = [g for lease in plan.leases for g in lease.gpus]
     assert len(used) == len(set(used)) <= 6
@@ -41,7 +41,7 @@ def test_leases_respect_capacity_and_one_type_per_job(table):
 
 def test_sticky_placement_extends_leases(table):
     ledger = ledger_with([job(0, steps=1e6), job(1, steps=1e6)], "3:0:0", table)
-    planner = GavelRoundPlanner(ledger.cluster)
+    planner = GavelRoundPlanner()
     state = ledger.snapshot(0.0)
     alloc = Allocation(state.job_ids, ("v100",), np.array([[1.0], [1.0]]))
     first = planner.plan(state, alloc, None)
@@ -58,7 +58,7 @@ def test_job_missing_from_allocation_reserves_but_is_not_placed(table):
     ledger = ledger_with([job(0), job(1)], "2:0:0", table)
     state = ledger.snapshot(0.0)
     alloc = Allocation((0,), ("v100",), np.array([[0.5]]))
-    plan = GavelRoundPlanner(ledger.cluster).plan(state, alloc, None)
+    plan = GavelRoundPlanner().plan(state, alloc, None)
     assert plan.job_ids == (0,)
 
 
@@ -66,5 +66,5 @@ def test_zero_priority_jobs_fill_spare_gpus_unless_fifo(table):
     ledger = ledger_with([job(0), job(1)], "2:0:0", table)
     state = ledger.snapshot(0.0)
     alloc = Allocation(state.job_ids, ("v100",), np.array([[1.0], [0.0]]))
-    assert GavelRoundPlanner(ledger.cluster).plan(state, alloc, None).job_ids == (0, 1)
-    assert GavelRoundPlanner(ledger.cluster, skip_zero_priority=True).plan(state, alloc, None).job_ids == (0,)
+    assert GavelRoundPlanner().plan(state, alloc, None).job_ids == (0, 1)
+    assert GavelRoundPlanner(skip_zero_priority=True).plan(state, alloc, None).job_ids == (0,)

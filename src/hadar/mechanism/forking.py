@@ -189,9 +189,6 @@ class ForkingPlanner:
     one copy last round. Jobs that finished since the allocation was made are skipped.
     """
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         copies = allocation.copies if allocation is not None and allocation.copies is not None else {}
         before = {(lease.job_id, lease.gpus) for lease in previous.leases} if previous is not None else set()
@@ -206,10 +203,10 @@ class ForkingPlanner:
 
     def gpu_ids(self, state: SchedulerState, copies: Mapping[int, Sequence[tuple[int, int]]]
                 ) -> dict[int, list[tuple[int, ...]]]:
-        """Job id -> GPU ids of each copy (node order); raises ValueError if a node is oversubscribed."""
-        cluster = self.cluster
+        """Job id -> GPU ids of each copy (node order); raises ValueError if a node is oversubscribed or down."""
+        cluster = state.cluster
         live = {job.job_id: job for job in state.jobs}
-        free = {n: list(cluster.gpus_of_node(n)) for n in range(len(cluster.nodes))}
+        free = {n: list(cluster.gpus_of_node(n)) if n in cluster.up_nodes else [] for n in range(len(cluster.nodes))}
         chosen: dict[tuple[int, int], list[int]] = {}
         for jid, parts in copies.items():  # pass 1: keep last round's GPUs on the same node
             if jid not in live:

@@ -53,15 +53,22 @@ class JobRecord:
     copies: list[CopyRound] = field(default_factory=list)  # job tracker: per round, per copy
     failed_s: float | None = None  # when it ended as failed (it will not run again)
     failure: str = ""  # why
+    cancelled_s: float | None = None  # when it was cancelled
 
     @property
     def status(self) -> str:
-        """``done``, ``failed``, ``running`` (held GPUs in the last round) or ``queued``."""
+        """``done``, ``failed``, ``cancelled``, ``running`` (held GPUs in the last round) or ``queued``."""
         if self.finish_s is not None:
             return "done"
         if self.failed_s is not None:
             return "failed"
+        if self.cancelled_s is not None:
+            return "cancelled"
         return "running" if self.prev_gpus else "queued"
+
+    @property
+    def ended(self) -> bool:
+        return self.finish_s is not None or self.failed_s is not None or self.cancelled_s is not None
 
 
 class JobLedger:
@@ -89,10 +96,14 @@ class JobLedger:
         self.last_event_s = 0.0
 
     # ---- admission and snapshots -------------------------------------------------
-    def add(self, job: Job) -> None:
+    def add(self, job: Job, *, done_steps: float = 0.0, attained_gpu_s: float = 0.0,
+            first_start_s: float | None = None) -> None:
+        """Admit ``job``; a job resumed from a record (a restarted service) passes the progress it
+        had: ``done_steps`` (in its latest checkpoint), ``attained_gpu_s`` and ``first_start_s``."""
         rates = self.table.row(job.job_type, job.scale_factor, self.types)
         seed = self.round_s / 2.0
-        rec = JobRecord(job, rates, float(job.total_steps),
+        rec = JobRecord(job, rates, max(0.0, float(job.total_steps) - done_steps), first_start_s=first_start_s,
+                        attained_gpu_s=attained_gpu_s,
                         received_s=[seed] * len(self.types), deficit_s=[0.0] * len(self.types))
         self.records[job.job_id] = rec
         self.active[job.job_id] = rec
@@ -134,6 +145,35 @@ class JobLedger:
         self.memo = allocation.memo
         self.need_update = False
 
+    def cancel(self, job_id: int, at_s: float) -> bool:
+        """End an active job as cancelled (it never runs again); False if it is not active."""
+        rec = self.active.pop(job_id, None)
+        if rec is None:
+            return False
+        rec.cancelled_s = at_s
+        rec.prev_gpus = ()
+        self.need_update = True
+        return True
+
+    def set_cluster(self, cluster: Cluster) -> None:
+        """Nodes went down, came back or joined: ``cluster`` keeps every existing node in its place
+        (GPU ids keep their meaning; joined nodes are appended). Per-type counters follow types by
+        name; a job whose GPUs went down restarts elsewhere from its checkpoint."""
+        old = self.cluster
+        if cluster.nodes[:len(old.nodes)] != old.nodes:
+            raise ValueError("a new cluster view must keep the existing nodes in order (joins are appended)")
+        old_types, seed = self.types, self.round_s / 2.0
+        self.cluster, self.types = cluster, cluster.gpu_types
+        self._type_index = [self.types.index(t) for t in cluster.gpu_type_of]
+        self.gpu_busy_s.extend([0.0] * (cluster.num_gpus - len(self.gpu_busy_s)))
+        for rec in self.records.values():
+            got = dict(zip(old_types, rec.received_s))
+            owed = dict(zip(old_types, rec.deficit_s))
+            rec.received_s = [got.get(t, seed) for t in self.types]
+            rec.deficit_s = [owed.get(t, 0.0) for t in self.types]
+            rec.throughputs = self.table.row(rec.job.job_type, rec.job.scale_factor, self.types)
+        self.need_update = True
+
     def request_resolve(self) -> None:
         """Something outside the ledger changed (a node, a cancellation): re-solve at the next boundary."""
         self.need_update = True
@@ -169,6 +209,8 @@ class JobLedger:
                 self.lease_extensions += 1
         for res in report.results:
             rec = self.records[res.job_id]
+            if rec.cancelled_s is not None:
+                continue  # cancelled while the round ran: its work no longer counts
             busy = max(0.0, res.end_s - report.start_s)
             for g in res.gpus:
                 self.gpu_busy_s[g] += busy
@@ -200,7 +242,7 @@ class JobLedger:
                     rec.restarts += 1  # resumed elsewhere or after a pause: checkpoint restore
                 rec.rounds_run += 1
             rec.prev_gpus = gpus
-        for jid in [j for j, r in self.active.items() if r.finish_s is not None or r.failed_s is not None]:
+        for jid in [j for j, r in self.active.items() if r.ended]:
             del self.active[jid]
             finished.append(jid)
         if finished:
@@ -214,5 +256,5 @@ class JobLedger:
         return rec is not None and rec.finish_s is not None
 
     def ended(self) -> int:
-        """Jobs that finished or failed for good."""
-        return sum(1 for r in self.records.values() if r.finish_s is not None or r.failed_s is not None)
+        """Jobs that finished, failed for good or were cancelled."""
+        return sum(1 for r in self.records.values() if r.ended)

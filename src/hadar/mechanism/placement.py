@@ -30,11 +30,12 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
         free[t] = per_node
     chosen: dict[int, list[int]] = {jid: [] for jid in counts}
     need: dict[int, dict[str, int]] = {}
-    for jid, per_type in counts.items():  # pass 1: keep last round's GPUs
+    for jid, per_type in counts.items():  # pass 1: keep last round's GPUs (those still up and free)
         prev = previous.get(jid, ())
         left = {}
         for t, k in per_type.items():
-            keep = [g for g in prev if cluster.gpu_type_of[g] == t and g not in busy][:k]
+            keep = [g for g in prev if cluster.gpu_type_of[g] == t and g not in busy
+                    and g in free[t].get(cluster.node_of[g], ())][:k]
             for g in keep:
                 free[t][cluster.node_of[g]].remove(g)
             chosen[jid].extend(keep)
@@ -84,15 +85,12 @@ class PlacementPlanner:
     the job holds exactly the GPUs it held last round.
     """
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         counts = allocation.counts if allocation is not None and allocation.counts is not None else {}
         live = {job.job_id: job for job in state.jobs}
         want = {jid: dict(c) for jid, c in counts.items() if jid in live and c}
         prev = {jid: live[jid].previous_gpus for jid in want if live[jid].previous_gpus}
-        ids = assign_gpus(self.cluster, want, prev)
+        ids = assign_gpus(state.cluster, want, prev)
         leases: list[Lease] = []
         for job in state.jobs:
             gpus = ids.get(job.job_id)

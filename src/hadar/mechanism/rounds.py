@@ -16,7 +16,6 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, JobView, SchedulerState
 
@@ -30,24 +29,21 @@ class GavelRoundPlanner:
     (Gavel's FIFO policies); otherwise spare GPUs go to such jobs too.
     """
 
-    def __init__(self, cluster: Cluster, *, shuffle_types: bool = False, skip_zero_priority: bool = False,
-                 seed: int = 0) -> None:
-        self.cluster = cluster
+    def __init__(self, *, shuffle_types: bool = False, skip_zero_priority: bool = False, seed: int = 0) -> None:
         self.shuffle_types = shuffle_types
         self.skip_zero_priority = skip_zero_priority
         self._rng = random.Random(seed + 5)
-        self._order = {t: tuple(g for n in cluster.nodes_of_type(t) for g in cluster.gpus_of_node(n))
-                       for t in cluster.gpu_types}
-        self._type_gpus = {t: frozenset(v) for t, v in self._order.items()}
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         types = list(state.gpu_types)
         if self.shuffle_types:
             self._rng.shuffle(types)
         chosen = self._choose(state, allocation, types)
+        cluster = state.cluster
         leases: list[Lease] = []
         for t in types:
-            leases.extend(self._place(t, chosen[t], allocation))
+            order = tuple(g for n in cluster.nodes_of_type(t) for g in cluster.gpus_of_node(n))
+            leases.extend(self._place(order, chosen[t], allocation))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
 
     # -- choosing who runs ------------------------------------------------------
@@ -67,7 +63,7 @@ class GavelRoundPlanner:
                 entries.append((prio, job.deficit_s[j], x, job))
             entries.sort(key=lambda e: (-e[0], -e[1], -e[2], e[3].job_id))  # exact ties: lowest id first
             queue.extend((t, e[3], e[0]) for e in entries)
-        left = {t: self.cluster.count(t) for t in types}
+        left = {t: state.cluster.count(t) for t in types}
         taken: set[int] = set()
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
         for t, job, prio in queue:
@@ -85,9 +81,9 @@ class GavelRoundPlanner:
         return chosen
 
     # -- placement --------------------------------------------------------------
-    def _place(self, gpu_type: str, jobs: list[JobView], allocation: Allocation | None) -> list[Lease]:
-        order = self._order[gpu_type]  # GPU ids server by server: Gavel's strided fill order
-        type_gpus = self._type_gpus[gpu_type]
+    def _place(self, order: tuple[int, ...], jobs: list[JobView], allocation: Allocation | None) -> list[Lease]:
+        """Leases on the type whose up GPUs, server by server (Gavel's strided fill order), are ``order``."""
+        type_gpus = frozenset(order)
         ptr = 0
         assigned: set[int] = set()
         placed: dict[int, tuple[int, ...]] = {}

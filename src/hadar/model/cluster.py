@@ -4,6 +4,11 @@ GPU ids are dense integers 0..G-1, assigned node by node in the order the
 nodes are listed; ``gpu_types`` keeps the first-seen order of types, except
 that Gavel's ``v100, p100, k80`` come first in that order when present (the
 order Gavel's round mechanism walks types in).
+
+Nodes can be ``down`` (a real cluster loses and regains machines): a down
+node keeps its GPU ids (so every id stays valid), but the scheduling view
+(``gpus_by_type``, ``count``, ``capacity``, ``nodes_of_type``, ``up_nodes``,
+``up_gpus``) leaves it out, so no policy or planner gives it work.
 """
 
 from __future__ import annotations
@@ -37,10 +42,13 @@ class Cluster:
     """An immutable set of nodes with derived per-GPU lookups."""
 
     nodes: tuple[Node, ...]
+    down: frozenset[str] = frozenset()  # names of nodes that are down
     gpu_types: tuple[str, ...] = field(init=False)
     gpu_type_of: tuple[str, ...] = field(init=False)  # indexed by GPU id
     node_of: tuple[int, ...] = field(init=False)  # GPU id -> node index
-    gpus_by_type: dict[str, tuple[int, ...]] = field(init=False)
+    gpus_by_type: dict[str, tuple[int, ...]] = field(init=False)  # GPUs of up nodes only
+    up_nodes: tuple[int, ...] = field(init=False)  # indices of the nodes that are up
+    up_gpus: tuple[int, ...] = field(init=False)  # GPU ids on nodes that are up
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -49,6 +57,10 @@ class Cluster:
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise InputError(f"duplicate node names: {', '.join(dup)}")
+        unknown = sorted(set(self.down) - set(names))
+        if unknown:
+            raise InputError(f"unknown node(s) marked down: {', '.join(unknown)}")
+        object.__setattr__(self, "down", frozenset(self.down))
         seen: list[str] = []
         type_of: list[str] = []
         node_of: list[int] = []
@@ -56,23 +68,28 @@ class Cluster:
         for idx, node in enumerate(self.nodes):
             if node.gpu_type not in seen:
                 seen.append(node.gpu_type)
+            by_type.setdefault(node.gpu_type, [])
             for _ in range(node.gpus):
                 gid = len(type_of)
                 type_of.append(node.gpu_type)
                 node_of.append(idx)
-                by_type.setdefault(node.gpu_type, []).append(gid)
+                if node.name not in self.down:
+                    by_type[node.gpu_type].append(gid)
         ordered = [t for t in GAVEL_TYPE_ORDER if t in seen] + [t for t in seen if t not in GAVEL_TYPE_ORDER]
         object.__setattr__(self, "gpu_types", tuple(ordered))
         object.__setattr__(self, "gpu_type_of", tuple(type_of))
         object.__setattr__(self, "node_of", tuple(node_of))
         object.__setattr__(self, "gpus_by_type", {t: tuple(v) for t, v in by_type.items()})
+        up = tuple(i for i, n in enumerate(self.nodes) if n.name not in self.down)
+        object.__setattr__(self, "up_nodes", up)
+        object.__setattr__(self, "up_gpus", tuple(g for g, n in enumerate(node_of) if self.nodes[n].name not in self.down))
 
     @property
     def num_gpus(self) -> int:
         return len(self.gpu_type_of)
 
     def count(self, gpu_type: str) -> int:
-        """Number of GPUs of ``gpu_type`` (0 if the type is absent)."""
+        """Number of GPUs of ``gpu_type`` on nodes that are up (0 if the type is absent)."""
         return len(self.gpus_by_type.get(gpu_type, ()))
 
     def capacity(self) -> dict[str, int]:
@@ -80,10 +97,20 @@ class Cluster:
         return {t: self.count(t) for t in self.gpu_types}
 
     def nodes_of_type(self, gpu_type: str) -> tuple[int, ...]:
-        return tuple(i for i, n in enumerate(self.nodes) if n.gpu_type == gpu_type)
+        """Indices of the up nodes of ``gpu_type``."""
+        return tuple(i for i in self.up_nodes if self.nodes[i].gpu_type == gpu_type)
 
     def gpus_of_node(self, node_index: int) -> tuple[int, ...]:
+        """Every GPU id of a node (up or down)."""
         return tuple(g for g, n in enumerate(self.node_of) if n == node_index)
+
+    def with_down(self, names: frozenset[str] | set[str]) -> Cluster:
+        """The same nodes with exactly ``names`` down (GPU ids unchanged)."""
+        return Cluster(self.nodes, frozenset(names))
+
+    def with_node(self, node: Node) -> Cluster:
+        """A node that joins: appended, so every existing GPU id keeps its meaning."""
+        return Cluster((*self.nodes, node), self.down)
 
     @classmethod
     def from_counts(cls, counts: dict[str, int], gpus_per_node: int = 1) -> Cluster:

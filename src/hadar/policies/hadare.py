@@ -132,13 +132,13 @@ class HadarEPolicy:
         hot = np.flatnonzero(t_min >= horizon - self.fork_guard * state.round_s)
         cluster = state.cluster
         index = {t: r for r, t in enumerate(state.gpu_types)}
-        free = {n: list(cluster.gpus_of_node(n)) for n in range(len(cluster.nodes))}
+        free = {n: list(cluster.gpus_of_node(n)) for n in cluster.up_nodes}
         out: dict[int, tuple[int, ...]] = {}
         for i in hot[np.argsort(-t_min[hot], kind="stable")]:
             j = state.jobs[i]
             rates = copy_rates(state.table, j.job_type, j.scale_factor, state.gpu_types)
             target = min(1.0, t_min[i] / max(horizon, 1e-9)) * fastest[i]
-            order = sorted(range(len(cluster.nodes)), key=lambda n: (
+            order = sorted(cluster.up_nodes, key=lambda n: (
                 -rel[i, index[cluster.nodes[n].gpu_type]], -rates[index[cluster.nodes[n].gpu_type], 1], n))
             mine: list[int] = []
             pace = 0.0
@@ -161,7 +161,8 @@ class HadarEPolicy:
         out = np.zeros(len(state.jobs))
         for i, j in enumerate(state.jobs):
             rates = copy_rates(state.table, j.job_type, j.scale_factor, state.gpu_types)
-            out[i] = sum(rates[index[node.gpu_type], min(node.gpus, j.scale_factor)] for node in state.cluster.nodes)
+            out[i] = sum(rates[index[state.cluster.nodes[n].gpu_type], min(state.cluster.nodes[n].gpus, j.scale_factor)]
+                         for n in state.cluster.up_nodes)
         return np.maximum(out, 1e-300)
 
     def _fork(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, book: PriceBook,
@@ -169,7 +170,7 @@ class HadarEPolicy:
         """Offer every node's free GPUs to job copies; adds the new copies' GPUs to ``gpus``."""
         cluster = state.cluster
         busy = {g for v in gpus.values() for g in v}
-        nodes = NodeFree(cluster, [g for g in range(cluster.num_gpus) if g not in busy])
+        nodes = NodeFree(cluster, [g for g in cluster.up_gpus if g not in busy])
         if nodes.total() == 0:
             return
         index = {t: r for r, t in enumerate(state.gpu_types)}

@@ -40,8 +40,9 @@ class YarnCapacityScheduler:
         cluster = state.cluster
         free = {t: cluster.count(t) for t in types}
         counts: dict[int, dict[str, int]] = {}
-        for job in state.jobs:  # running jobs keep their GPUs
-            if len(job.previous_gpus) == job.scale_factor:
+        up = set(cluster.up_gpus)
+        for job in state.jobs:  # running jobs keep their GPUs (while their node is up)
+            if len(job.previous_gpus) == job.scale_factor and up.issuperset(job.previous_gpus):
                 t = cluster.gpu_type_of[job.previous_gpus[0]]
                 counts[job.job_id] = {t: job.scale_factor}
                 free[t] -= job.scale_factor

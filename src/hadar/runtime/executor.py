@@ -170,6 +170,10 @@ class RayExecutor:
                 offset += len(le.gpus)
         return out
 
+    def cluster_view(self) -> Cluster | None:
+        """Node changes seen on the Ray cluster (None: none; the service's node watcher fills this in)."""
+        return None
+
     def estimate_rate(self, lease: Lease) -> float | None:
         """Steps/s the lease should make: the tracker's (measured, else prior) rate for its job type,
         GPU count and type; None for a lease spanning GPU types (no single rate is known)."""

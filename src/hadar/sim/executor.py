@@ -33,6 +33,10 @@ class SimulatedExecutor:
         """The simulated rate is exact: the lease makes exactly this many steps/s."""
         return self.rate(lease)
 
+    def cluster_view(self) -> None:
+        """A simulated cluster never changes."""
+        return
+
     def rate(self, lease: Lease) -> float:
         """Steps/s of the lease (cached per job type, scale factor and GPU set)."""
         key = (lease.job_type, lease.scale_factor, lease.gpus)

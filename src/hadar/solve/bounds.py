@@ -25,8 +25,8 @@ def copy_limits(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -
     caps = np.zeros((len(jobs), len(types)))
     for j, job in enumerate(jobs):
         for r, t in enumerate(types):
-            top = min(job.scale_factor, max(sizes[t]))
-            per_gpu[j, r] = max(table.rate_on(job.job_type, k, t) / k for k in range(1, top + 1))
+            top = min(job.scale_factor, max(sizes[t], default=0))
+            per_gpu[j, r] = max((table.rate_on(job.job_type, k, t) / k for k in range(1, top + 1)), default=0.0)
             caps[j, r] = sum(min(job.scale_factor, g) for g in sizes[t])
     return per_gpu, caps
 

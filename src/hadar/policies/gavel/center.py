@@ -89,7 +89,8 @@ class _Slacks:
 def _slacks(face: Face, x: np.ndarray) -> _Slacks:
     u = (face.a * x).sum(axis=1)
     demand = np.where(face.has_demand, u - np.where(face.has_demand, face.g, 0.0), 1.0)
-    cap = face.capacities - ((face.k * face.s)[:, None] * x).sum(axis=0)
+    # a type with no GPUs (all its nodes down) has no variables: its capacity row is left out (slack 1)
+    cap = np.where(face.capacities > 0, face.capacities - ((face.k * face.s)[:, None] * x).sum(axis=0), 1.0)
     glob = float(((face.k[:, None] * face.c) * x).sum() - face.c_floor) if face.c is not None else 1.0
     return _Slacks(np.where(face.active, x, 1.0), 1.0 - x.sum(axis=1), demand, cap, glob, u)
 
