@@ -5,8 +5,9 @@ the causes of the known misses.
 
 --live-gavel also runs Gavel's simulator (its trace driver, in its own venv: bench/gavel_peer.py)
 on every row and prints hadar | Gavel live | Gavel published side by side. --ties runs Gavel on
-the known-miss rows with every allocation value rounded to 6 decimals (a patched temporary copy
-of its scheduler), next to hadar and unrounded Gavel: what the causes in KNOWN_MISSES claim.
+the known-miss rows (and the other rows of their policies) with every allocation value rounded
+to 6 decimals (a patched temporary copy of its scheduler), next to hadar and unrounded Gavel:
+what the causes in KNOWN_MISSES claim.
 Both sides run with OPENBLAS_NUM_THREADS=1.
 
     .venv/bin/python bench/bench_gavel_reference.py [--default-mode] [--live-gavel] [--ties] [--setup-gavel]
@@ -137,11 +138,11 @@ def reference_table(rows: list[Row], ours: dict[Row, dict], live: dict[Row, gave
 
 def ties_table(rows: list[Row], ours: dict[Row, dict], live: dict[Row, gavel_peer.GavelRun | str],
                rounded: dict[Row, gavel_peer.GavelRun | str]) -> None:
-    print("\nKnown misses, Gavel with its allocations rounded to 6 decimals (--ties):\n")
-    print("| trace | cluster | policy | avg JCT (s) hadar | Gavel rounded | Gavel | makespan (s) hadar | "
+    print("\nGavel with its allocations rounded to 6 decimals (--ties), on the policies of the known misses:\n")
+    print("| trace | cluster | policy | known miss | avg JCT (s) hadar | Gavel rounded | Gavel | makespan (s) hadar | "
           "Gavel rounded | Gavel | rounded vs Gavel (JCT, makespan) | hadar vs rounded (JCT, makespan) | "
           "rounded Gavel = hadar |")
-    print("|" + "---|" * 12)
+    print("|" + "---|" * 13)
     for row in rows:
         trace, cluster, tbl, policy = row
         s, g, r = ours.get(row), live.get(row), rounded.get(row)
@@ -149,7 +150,8 @@ def ties_table(rows: list[Row], ours: dict[Row, dict], live: dict[Row, gavel_pee
             print(f"| {trace} | {cluster} | {policy} | Gavel: {g if isinstance(g, str) else r} |")
             continue
         same = round(s["avg_jct_s"], 1) == round(r.avg_jct_s, 1) and round(s["makespan_s"], 1) == round(r.makespan_s, 1)
-        print(f"| {trace} | {cluster}{' (physical)' if tbl == 'physical' else ''} | {policy} | "
+        known = "yes" if (trace, cluster, policy) in KNOWN_MISSES else "no"
+        print(f"| {trace} | {cluster}{' (physical)' if tbl == 'physical' else ''} | {policy} | {known} | "
               f"{s['avg_jct_s']:.1f} | {r.avg_jct_s:.1f} | {g.avg_jct_s:.1f} | {s['makespan_s']:.1f} | "
               f"{r.makespan_s:.1f} | {g.makespan_s:.1f} | "
               f"{_pct(_dev(r.avg_jct_s, g.avg_jct_s))}, {_pct(_dev(r.makespan_s, g.makespan_s))} | "
@@ -163,7 +165,7 @@ def main() -> None:
     ap.add_argument("--default-mode", action="store_true", help="our default re-solve cadence instead of Gavel's")
     ap.add_argument("--live-gavel", action="store_true", help="also run Gavel's simulator on every row")
     ap.add_argument("--ties", action="store_true",
-                    help="run Gavel with allocations rounded to 6 decimals on the known-miss rows")
+                    help="run Gavel with allocations rounded to 6 decimals on the known-miss rows' policies")
     gavel_peer.add_args(ap)
     args = ap.parse_args()
     rows = [(trace, cluster, tbl, policy) for (trace, cluster, tbl), per in REFERENCE.items() for policy in per]
@@ -175,7 +177,8 @@ def main() -> None:
         if args.live_gavel:
             live, gavel_wall = run_gavel(env, rows)
         if args.ties:
-            miss_rows = [r for r in rows if (r[0], r[1], r[3]) in KNOWN_MISSES]
+            # the known misses, and the other rows of the same policies (same causes, within tolerance)
+            miss_rows = [r for r in rows if r[3] in {policy for _, _, policy in KNOWN_MISSES}]
             if live is None:
                 live, gavel_wall = run_gavel(env, miss_rows)
             with gavel_peer.rounded_scheduler(env) as copy:
