@@ -28,14 +28,14 @@ class ConicForm:
     c: np.ndarray
     g: sp.csc_matrix
     h: np.ndarray
-    l: int
+    orthant: int  # rows of the nonnegative orthant (ECOS's l)
     q: tuple[int, ...]
     shape: tuple[int, int]
     x_offset: int = 0
     dims: dict = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "dims", {"l": self.l, "q": list(self.q)})
+        object.__setattr__(self, "dims", {"l": self.orthant, "q": list(self.q)})
 
     def solve(self) -> tuple[np.ndarray, ConicResult]:
         res = solve_conic(self.c, self.g, self.h, self.dims)
@@ -139,5 +139,5 @@ def finish_time_fairness(throughputs: np.ndarray, scale_factors: np.ndarray, cap
         c[0] = 1.0
     else:
         c[u0] = coef[0]
-    l = gg.shape[0] - 3 * m
-    return ConicForm(c, gg, hh, l, (3,) * m, (m, n), x0)
+    orthant = gg.shape[0] - 3 * m
+    return ConicForm(c, gg, hh, orthant, (3,) * m, (m, n), x0)
