@@ -22,7 +22,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--default-mode", action="store_true", help="our default re-solve cadence instead of Gavel's")
     args = ap.parse_args()
-    print("| trace | cluster | policy | avg JCT (s) | Gavel | dev | makespan (s) | Gavel | dev | util | Gavel | verdict |")
+    print("| trace | cluster | policy | avg JCT (s) | Gavel | dev | makespan (s) | Gavel | dev | util | Gavel "
+          "| verdict |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     t0 = time.perf_counter()
     within = run = 0

@@ -31,7 +31,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--window", type=int, nargs=2, default=(4000, 5000))
     ap.add_argument("--policy", default="max_min_fairness_perf")
-    ap.add_argument("--default-mode", action="store_true", help="re-solve every round with a change (not Gavel's cadence)")
+    ap.add_argument("--default-mode", action="store_true",
+                    help="re-solve every round with a change (not Gavel's cadence)")
     ap.add_argument("--no-solve-times", action="store_true", help="skip the policy solve-time table")
     args = ap.parse_args()
     table = ThroughputTable.load()
@@ -50,7 +51,8 @@ def main() -> None:
           f"utilization {s['utilization']:.3f}, jobs completed {s['jobs_completed']}/{s['jobs']}")
     if not args.no_solve_times:
         print("\npolicy solve time, n jobs on n/4 GPUs of each type (bench/bench_policies.py):")
-        sys.argv = [sys.argv[0], "--policies", "max_min_fairness_perf,min_total_duration_perf,finish_time_fairness_perf"]
+        sys.argv = [sys.argv[0], "--policies",
+                    "max_min_fairness_perf,min_total_duration_perf,finish_time_fairness_perf"]
         bench_policies.main()
 
 

@@ -162,8 +162,7 @@ def _best(nodes: NodeFree, book: Prices, job: CopyCandidate, round_s: float, mod
         return None
     priced = mode == PRICED
     best: _Choice | None = None
-    for r in np.flatnonzero(job.unit_value > 0):
-        r = int(r)
+    for r in np.flatnonzero(job.unit_value > 0).tolist():
         top = min(job.rates.shape[1] - 1, nodes.largest(r, job.held))
         if priced:
             top = min(top, int(book.free[r]))
@@ -231,7 +230,7 @@ class ForkingPlanner:
                 got.extend(free[n][:need])
                 del free[n][:need]
         out: dict[int, list[tuple[int, ...]]] = {}
-        for (jid, n), ids in sorted(chosen.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        for (jid, _node), ids in sorted(chosen.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             out.setdefault(jid, []).append(tuple(sorted(ids)))
         return out
 

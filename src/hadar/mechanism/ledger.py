@@ -125,7 +125,8 @@ class JobLedger:
             old = rec.throughputs
             rec.throughputs = table.row(rec.job.job_type, rec.job.scale_factor, self.types)
             if resolve_if_moved is not None and not moved:
-                moved = any(abs(n - o) > resolve_if_moved * o for n, o in zip(rec.throughputs, old) if o > 0)
+                moved = any(abs(n - o) > resolve_if_moved * o
+                            for n, o in zip(rec.throughputs, old, strict=True) if o > 0)
         if moved:
             self.need_update = True
 

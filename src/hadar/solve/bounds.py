@@ -85,7 +85,8 @@ def lp_efficiency(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster,
 
 
 def _solve_min_time(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster, arrivals: np.ndarray | None,
-                    job_caps: np.ndarray | None, max_segments: int | None) -> tuple[Any, int, list[tuple[int, int, int]]]:
+                    job_caps: np.ndarray | None, max_segments: int | None
+                    ) -> tuple[Any, int, list[tuple[int, int, int]]]:
     """Build and solve min_time_lp's program: (scipy result, segments, (job, type, row) of each cap row)."""
     m, n = per_gpu.shape
     if np.any(per_gpu.max(axis=1) <= 0):
@@ -120,7 +121,8 @@ def _solve_min_time(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster, ar
 
 
 def _demand_and_capacity_rows(per_gpu: np.ndarray, steps: np.ndarray, cap: np.ndarray, points: np.ndarray,
-                              cols: list[tuple[int, int, int]]) -> tuple[list[int], list[int], list[float], list[float]]:
+                              cols: list[tuple[int, int, int]]
+                              ) -> tuple[list[int], list[int], list[float], list[float]]:
     """Sparse rows (row ids, column ids, values, right-hand sides): demand rows 0..m-1, capacity rows
     m + k*n + r; T is the last column."""
     m, n = per_gpu.shape

@@ -143,8 +143,8 @@ class FinishTimeFairness(ReferenceSolved):
             x, iso = x_ecos, isolated_throughputs(throughputs, inp.scale_factors, inp.capacities)
         ids = state.job_ids
         memo = {
-            MEMO_CUMULATIVE: dict(zip(ids, cumulative.tolist())),
-            MEMO_REMAINING: dict(zip(ids, inp.remaining.tolist())),
-            MEMO_ISOLATED: dict(zip(ids, iso.tolist())),
+            MEMO_CUMULATIVE: dict(zip(ids, cumulative.tolist(), strict=True)),
+            MEMO_REMAINING: dict(zip(ids, inp.remaining.tolist(), strict=True)),
+            MEMO_ISOLATED: dict(zip(ids, iso.tolist(), strict=True)),
         }
         return finish(state, x, inp.active, memo=memo)
