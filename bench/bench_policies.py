@@ -91,7 +91,7 @@ def main() -> None:
     print(f"{'policy':38s} {'jobs':>5s} {'ours (s)':>10s} {'Gavel (s)':>11s} {'speedup':>8s}")
     kw = {"solver": args.solver} if args.solver == "ecos" else {}
     if kw:
-        names = [n for n in names if entry(n).cls.TRAITS.reference_solver]
+        names = [n for n in names if entry(n).traits.reference_solver]
     for name in names:
         for n in sizes:
             if not args.all_sizes and n > SLOW_AT.get(name, n):

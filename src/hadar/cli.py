@@ -17,6 +17,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from hadar.errors import HadarError
 
@@ -32,7 +33,7 @@ _SUBCOMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own code)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's own code)
         self.exit(2, f"hadar: error: {message}\n")
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hadar.errors import InputError
+
+if TYPE_CHECKING:
+    from hadar.model.job import Job
 
 DEFAULT_TRACE = "max_min_fairness"
 DEFAULT_CLUSTER = "8:16:24"
@@ -101,8 +105,9 @@ def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]
             if args.num_jobs <= 0:
                 raise InputError(f"--num-jobs must be positive, got {args.num_jobs}")
             kwargs["limit"] = args.num_jobs
-        source = iter(JobGenerator(table, args.jobs_per_hour, seed=args.seed, multi_gpu=args.multi_gpu,
-                                   multi_priority=args.multi_priority))
+        generator = JobGenerator(table, args.jobs_per_hour, seed=args.seed, multi_gpu=args.multi_gpu,
+                                 multi_priority=args.multi_priority)
+        source: Iterator[Job] | list[Job] = iter(generator)
         if args.num_jobs is not None and args.window is None:
             source = list(itertools.islice(source, args.num_jobs))
     else:

@@ -31,6 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
+from hadar.arrays import FloatArray, IntArray
 from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, SchedulerState
@@ -41,7 +42,7 @@ EPS = 1e-12
 class Prices(Protocol):
     """The part of Hadar's ``PriceBook`` the forking rule needs."""
 
-    free: np.ndarray
+    free: IntArray
 
     def price(self, r: int, nth: int = 0) -> float: ...
 
@@ -60,8 +61,8 @@ class CopyCandidate:
     """
 
     index: int
-    rates: np.ndarray
-    unit_value: np.ndarray
+    rates: FloatArray
+    unit_value: FloatArray
     room_steps: float
     held: set[int] = field(default_factory=set)
     prefer: frozenset[int] = frozenset()
@@ -243,7 +244,7 @@ def split_by_node(cluster: Cluster, gpus: Sequence[int]) -> list[tuple[int, ...]
     return [tuple(groups[n]) for n in sorted(groups)]
 
 
-def copies_rate(cluster: Cluster, rates: np.ndarray, type_index: Mapping[str, int], gpus: Sequence[int]) -> float:
+def copies_rate(cluster: Cluster, rates: FloatArray, type_index: Mapping[str, int], gpus: Sequence[int]) -> float:
     """Total steps/s of a job's copies on ``gpus`` (one copy per node), ``rates[r, k]`` as in CopyCandidate."""
     total = 0.0
     for group in split_by_node(cluster, gpus):

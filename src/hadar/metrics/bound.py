@@ -53,21 +53,21 @@ class Bounds:
                 "ttd_lp_bound_s": self.ttd_lp_s, "ttd_arrival_bound_s": self.ttd_arrival_s}
 
 
-def _rates(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> np.ndarray:
+def _rates(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> FloatArray:
     """m x n whole-job steps/s on ``W`` GPUs of each cluster type."""
     types = cluster.gpu_types
     return np.array([[table.get(j.job_type, j.scale_factor, t) for t in types]
                      for j in jobs], dtype=float).reshape(len(jobs), len(types))
 
 
-def isolated_durations_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> np.ndarray:
+def isolated_durations_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> FloatArray:
     """m x n: seconds each job takes alone on ``W`` GPUs of each cluster type (inf where it cannot run)."""
     rates = _rates(jobs, cluster, table)
     steps = np.array([j.total_steps for j in jobs], dtype=float)
     return np.where(rates > 0, steps[:, None] / np.where(rates > 0, rates, 1.0), np.inf)
 
 
-def isolated_best_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> np.ndarray:
+def isolated_best_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> FloatArray:
     """Per job: total steps / best whole-job rate over the cluster's types (inf if none)."""
     return isolated_durations_s(jobs, cluster, table).min(axis=1)
 

@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.mechanism.forking import CopyCandidate, NodeFree, copies_rate, offer_nodes, split_by_node
 from hadar.mechanism.placement import assign_gpus
 from hadar.model.state import Allocation, SchedulerState
@@ -78,7 +79,7 @@ class HadarEPolicy:
     def traits(self) -> PolicyTraits:
         from dataclasses import replace
 
-        return replace(self.TRAITS, rate_model=self.hadar.rate_model)  # type: ignore[arg-type]
+        return replace(self.TRAITS, rate_model=self.hadar.rate_model)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         jobs, types, cluster = state.jobs, state.gpu_types, state.cluster
@@ -112,12 +113,12 @@ class HadarEPolicy:
                   for jid, gs in gpus.items() if gs}
         return Allocation.for_state(state, fractions, copies=copies)
 
-    def _lp(self, state: SchedulerState) -> tuple[float, np.ndarray]:
+    def _lp(self, state: SchedulerState) -> tuple[float, FloatArray]:
         """(horizon, rel) of the forking LP on the remaining work."""
-        per_gpu, caps = copy_limits(state.jobs, state.cluster, state.table)  # type: ignore[arg-type]
+        per_gpu, caps = copy_limits(state.jobs, state.cluster, state.table)
         return lp_efficiency(per_gpu, state.remaining_steps(), state.cluster, caps)
 
-    def _spread_critical(self, state: SchedulerState, horizon: float, rel: np.ndarray) -> dict[int, tuple[int, ...]]:
+    def _spread_critical(self, state: SchedulerState, horizon: float, rel: FloatArray) -> dict[int, tuple[int, ...]]:
         """Makespan guard for forking (a pace controller). ``t_min``: a job's remaining time at its
         fastest pace (its largest copy on every node); ``H``: the forking LP's horizon for all the
         remaining work. A job with ``t_min >= H - fork_guard x round_s`` (within ``fork_guard`` rounds
@@ -155,7 +156,7 @@ class HadarEPolicy:
                 out[j.job_id] = tuple(mine)
         return out
 
-    def _spread_rate(self, state: SchedulerState) -> np.ndarray:
+    def _spread_rate(self, state: SchedulerState) -> FloatArray:
         """Per job: steps/s with its largest copy on every node at once (its fastest possible pace)."""
         index = {t: r for r, t in enumerate(state.gpu_types)}
         out = np.zeros(len(state.jobs))
@@ -164,7 +165,7 @@ class HadarEPolicy:
             out[i] = sum(rates[index[node.gpu_type], min(node.gpus, j.scale_factor)] for node in state.cluster.nodes)
         return np.maximum(out, 1e-300)
 
-    def _fork(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, book: PriceBook,
+    def _fork(self, state: SchedulerState, x: FloatArray, value: FloatArray, book: PriceBook,
               gpus: dict[int, list[int]]) -> None:
         """Offer every node's free GPUs to job copies; adds the new copies' GPUs to ``gpus``."""
         cluster = state.cluster
@@ -185,7 +186,7 @@ class HadarEPolicy:
             gpus[state.jobs[i].job_id].extend(g for copy in new for g in copy)
 
 
-def copy_rates(table: ThroughputTable, job_type: str, w: int, types: tuple[str, ...]) -> np.ndarray:
+def copy_rates(table: ThroughputTable, job_type: str, w: int, types: tuple[str, ...]) -> FloatArray:
     """rates[r, k]: steps/s of a copy on k = 0..W GPUs of type r (``ThroughputTable.rate_on``)."""
     rates = np.zeros((len(types), w + 1))
     for r, t in enumerate(types):

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from hadar.errors import InputError
 from hadar.policies.base import Policy, PolicyTraits
@@ -25,7 +25,15 @@ _BUILTIN_MODULES = (
     "hadar.policies.hadare",
     "hadar.policies.yarn",
 )
-C = TypeVar("C", bound=type)
+
+
+class Declared(Protocol):
+    """What registration asks of a policy class: its declared traits."""
+
+    TRAITS: ClassVar[PolicyTraits]
+
+
+C = TypeVar("C", bound=type[Declared])
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +42,15 @@ class Entry:
 
     name: str
     description: str
-    cls: type
+    cls: type[Declared]
     fixed: Mapping[str, Any] = field(default_factory=dict)
     forwards: type | None = None  # the class its other keywords go to (HadarE -> Hadar)
+
+    @property
+    def traits(self) -> PolicyTraits:
+        """The traits the class declares (an instance may refine ``type_aware`` and ``rate_model``
+        from its parameters: ``Policy.traits``)."""
+        return self.cls.TRAITS
 
     def parameters(self) -> dict[str, Any]:
         """The parameters a user may set (name -> default), in the constructor's order; a class that
@@ -122,7 +136,9 @@ def create(name: str, **params: Any) -> Policy:
         policy = e.cls(**e.fixed, **params)
     except (TypeError, ValueError) as exc:
         raise InputError(f"policy {name!r}: {exc}") from None
-    return policy  # type: ignore[no-any-return]
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy {name!r}: {e.cls.__name__} instances lack name, traits or allocate(state)")
+    return policy
 
 
 def _annotations(cls: type | None) -> dict[str, str]:

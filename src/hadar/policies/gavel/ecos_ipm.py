@@ -277,6 +277,11 @@ def _better(a: _Stats, b: _Stats) -> bool:
                 and 0 < a.kapovert < b.kapovert and 0 < a.mu < b.mu)
 
 
+def _fallback(best: _Best | None, default: str) -> str:
+    """The status when ECOS stops early: the best iterate's at reduced accuracy, else ``default``."""
+    return (_check(best.st, True) if best is not None else None) or default
+
+
 def _iterate(prob: _Problem, ops: ConeOps, kkt: Kkt, pt: _Point, max_iters: int,
              keep_log: bool) -> tuple[_Point, str, int, list[dict[str, float]]]:
     """ECOS's main loop from ``pt``: (the point returned, status, iterations, log)."""
@@ -293,7 +298,7 @@ def _iterate(prob: _Problem, ops: ConeOps, kkt: Kkt, pt: _Point, max_iters: int,
             log.append({k: getattr(st, k) for k in LOG_KEYS} | {"step": step, "iter": it})
         if it > 0 and (st.pres > SAFEGUARD * pres_prev or st.gap < 0):
             restored = best
-            status = _check(best.st, True) or "numerics" if best else "numerics"
+            status = _fallback(best, "numerics")
             break
         pres_prev = st.pres
         done = _check(st, False)
@@ -302,7 +307,7 @@ def _iterate(prob: _Problem, ops: ConeOps, kkt: Kkt, pt: _Point, max_iters: int,
             break
         if it > 0 and step == STEPMIN * GAMMA:
             restored = best
-            status = _check(best.st, True) or "numerics"  # type: ignore[union-attr]  # set at it = 0
+            status = _fallback(best, "numerics")
             break
         if it == max_iters:
             if best is not None and not _better(st, best.st):
@@ -311,12 +316,12 @@ def _iterate(prob: _Problem, ops: ConeOps, kkt: Kkt, pt: _Point, max_iters: int,
             else:
                 status = _check(st, True) or "max_iters"
             break
-        if it == 0 or _better(st, best.st):  # type: ignore[union-attr]  # set at it = 0
+        if best is None or _better(st, best.st):  # best is None only at it = 0
             best = _Best(pt, st)
         sc = ops.scaling(pt.s, pt.z)
         if sc is None:
             restored = best
-            status = _check(best.st, True) or "numerics"  # type: ignore[union-attr]  # set at it = 0
+            status = _fallback(best, "numerics")
             break
         pt, step = _step(prob, ops, kkt, pt, st, sc)
     return (restored.point if restored is not None else pt), status, it, log

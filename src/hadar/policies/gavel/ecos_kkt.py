@@ -54,7 +54,7 @@ class Kkt:
         self.t1 = n + p + m + 2 * np.arange(self.k)
         self.t2 = self.t1 + 1
         self.k_true: sp.csr_matrix | None = None
-        self.lu = None
+        self.lu: SparseLDL | None = None
         self.ir_steps: list[int] = []
 
     def _assemble(self, diag_f: FloatArray, diag_t: FloatArray, r: IntArray, c: IntArray,

@@ -23,9 +23,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import InputError
 from hadar.model.state import Allocation, SchedulerState
-from hadar.policies.base import PolicyTraits
+from hadar.policies.base import PolicyTraits, RateModel
 from hadar.policies.hadar import gangs
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
@@ -92,7 +93,7 @@ class HadarPolicy:
         _check(min(keep_whole, keep_max_jobs, plan_max_jobs) >= 0, "job-count limits must be >= 0")
         self.utility_name = utility
         self.utility = make_utility(utility, exponent)
-        self.rate_model = rate_model
+        self.rate_model: RateModel = "additive" if rate_model == "additive" else "sync"
         self.steepness = steepness
         self.aging_s = aging_s
         self.restart_s = restart_s
@@ -109,7 +110,7 @@ class HadarPolicy:
 
     @property
     def traits(self) -> PolicyTraits:
-        return replace(self.TRAITS, rate_model=self.rate_model)  # type: ignore[arg-type]
+        return replace(self.TRAITS, rate_model=self.rate_model)
 
     # -- the round's decision ------------------------------------------------------
     def allocate(self, state: SchedulerState) -> Allocation:
@@ -124,8 +125,8 @@ class HadarPolicy:
         return Allocation.for_state(state, fractions, counts={
             state.jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()})
 
-    def place(self, state: SchedulerState, *, busy: np.ndarray | None = None, sit_out: np.ndarray | None = None,
-              weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Counts]:
+    def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
+              weight: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
         """The round's placement on a non-empty state: (throughputs x, scale factors, utility values,
         GPU counts per job index and type index). HadarE builds on it: ``busy[r]`` GPUs of type r
         are taken already, the jobs in ``sit_out`` (a boolean mask) are placed already, and
@@ -144,7 +145,7 @@ class HadarPolicy:
         taken = {r: int(k) for r, k in enumerate(busy if busy is not None else ()) if k > 0}
         return x, scale, value, self._pack(state, x, value, scale.astype(int), taken, fresh)
 
-    def _context(self, state: SchedulerState, scale: np.ndarray) -> UtilityContext:
+    def _context(self, state: SchedulerState, scale: FloatArray) -> UtilityContext:
         jobs = state.jobs
         arrival = np.array([j.arrival_s for j in jobs], dtype=float)
         attained = np.array([j.attained_gpu_s for j in jobs], dtype=float)
@@ -155,8 +156,8 @@ class HadarPolicy:
         return UtilityContext(state.now_s, state.round_s, state.remaining_steps(), scale, state.priority_weights(),
                               arrival, attained, weight)
 
-    def _pack(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
-              taken: dict[int, int], fresh: np.ndarray | None) -> Counts:
+    def _pack(self, state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray,
+              taken: dict[int, int], fresh: BoolArray | None) -> Counts:
         """Primal-dual pass then fill pass (``taken``: GPUs per type already in use; ``fresh``: the
         first-round rule's jobs), then the JCT plan and the keeper; job index -> {type index: GPUs}."""
         book = self.price_book(state, value, scale)
@@ -202,15 +203,15 @@ class HadarPolicy:
             counts = self._keep(state, value, work, h, counts, order)
         return counts
 
-    def _fresh(self, state: SchedulerState) -> np.ndarray | None:
+    def _fresh(self, state: SchedulerState) -> BoolArray | None:
         """First-round rule: the jobs that never ran, when some have and some have not (else None)."""
         if not self.first_round:
             return None
         fresh = np.array([j.attained_gpu_s <= 0 for j in state.jobs])
         return fresh if fresh.any() and not fresh.all() else None
 
-    def _keep(self, state: SchedulerState, value: np.ndarray, work: Work, h: float, counts: Counts,
-              order: np.ndarray) -> Counts:
+    def _keep(self, state: SchedulerState, value: FloatArray, work: Work, h: float, counts: Counts,
+              order: IntArray) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
         ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round."""
         x, scale, free = work.rates, work.scale, work.capacity
@@ -234,8 +235,8 @@ class HadarPolicy:
         rounded = horizon_s(Work(x, work.remaining - work.progress(kept, state.round_s), scale, free))
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
-    def _jct_plan(self, state: SchedulerState, value: np.ndarray, work: Work, h: float, order: np.ndarray,
-                  fresh: np.ndarray | None) -> Counts | None:
+    def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, h: float, order: IntArray,
+                  fresh: BoolArray | None) -> Counts | None:
         """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
         horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
         (``first_round``) first, then by planned share."""
@@ -249,7 +250,7 @@ class HadarPolicy:
         return gangs.from_plan(state, work.rates, value, work.scale, work.capacity, plan, np.zeros(len(state.jobs)),
                                order, self.rate_model, first)
 
-    def price_book(self, state: SchedulerState, value: np.ndarray, scale: np.ndarray) -> PriceBook | None:
+    def price_book(self, state: SchedulerState, value: FloatArray, scale: FloatArray | IntArray) -> PriceBook | None:
         """Fresh per-type prices between the lowest and highest best utility per GPU (None: no job has any)."""
         per_gpu = value.max(axis=1) / scale
         live = per_gpu[per_gpu > 0]
