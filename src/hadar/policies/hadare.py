@@ -37,6 +37,7 @@ holds even for a job holding more than W GPUs.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -56,12 +57,18 @@ from hadar.solve.bounds import copy_limits, lp_efficiency
 @register("hadare", "HadarE: Hadar, then job copies (one per node, up to W GPUs each) on every node with free GPUs",
           forwards=HadarPolicy)
 class HadarEPolicy:
-    """``fork``: offer free nodes to copies (off: Hadar's placements run as per-node copies);
-    ``match``: exponent of the LP-fit weight on utilities (0: off; 2 by default);
-    ``fork_guard``: the pace guard's slack in rounds (None: off; 1 round by default);
-    every other keyword is a ``HadarPolicy`` parameter (defaults here: ``plan="pack"``,
-    ``keep_slack=None``, ``first_round=False``).
+    """HadarE's round decision: its own parameters are in ``PARAMS``; every other keyword is a
+    ``HadarPolicy`` parameter (defaults here: ``plan="pack"``, ``keep_slack=None``,
+    ``first_round=False``).
     """
+
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "fork": "offer nodes with free GPUs to job copies (false: Hadar's placements run as one copy per node)",
+        "match": "exponent of the LP-fit weight on utilities: how strongly jobs go to the GPU types the "
+                 "TTD-optimal plan gives them (0: off)",
+        "fork_guard": "pace guard, in rounds: a job within this many rounds of setting the makespan gets copies "
+                      "first, enough to keep pace (null: off)",
+    }
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, forks=True, resolve="every_round",
                                                   planner="forking")

@@ -7,6 +7,7 @@ type j; rows follow ``state.jobs``, columns ``state.gpu_types``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar, TypeVar
 
@@ -169,6 +170,11 @@ class ReferenceSolved(GavelPolicy):
     re-implementation of ECOS (ecos_ipm.py); Gavel-compatible runs select it (the run builder)."""
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(reference_solver=True)
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "solver": "`highs`: the optimum from HiGHS LPs, returned as the analytic center of the optimal set; "
+                  "`ecos`: the point Gavel's ECOS returns, from cvxpy's problem form solved by the "
+                  "re-implementation of ECOS's iterations (`--gavel-compat` selects it)",
+    }
 
     def __init__(self, *, type_aware: bool = True, solver: str = "highs") -> None:
         super().__init__(type_aware=type_aware)

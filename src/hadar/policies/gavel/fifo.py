@@ -16,6 +16,7 @@ stops the scan (no job jumps the queue).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 import numpy as np
@@ -67,6 +68,9 @@ class FifoPerf:
 @register("fifo", "FIFO, type-agnostic: a random type with room, kept until the job completes")
 class Fifo:
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False, skip_zero_priority=True)
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "seed": "seed of the GPU type drawn for each job when it starts (a run passes its `--seed`)",
+    }
     name: ClassVar[str] = "fifo"
     traits: ClassVar[PolicyTraits] = TRAITS
 

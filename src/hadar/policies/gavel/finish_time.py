@@ -129,7 +129,8 @@ def solve_finish_time(throughputs: FloatArray, inp: Inputs, cumulative: FloatArr
     return prob.expand(x_cls, m), iso
 
 
-@register("finish_time_fairness_perf", "finish-time fairness (Themis rho), heterogeneity-aware (Gavel)")
+@register("finish_time_fairness_perf", "finish-time fairness (Themis rho), heterogeneity-aware (Gavel)",
+          type_aware=True)
 @register("finish_time_fairness", "finish-time fairness, type-agnostic: every GPU treated as a V100 (Gavel)",
           type_aware=False)
 class FinishTimeFairness(ReferenceSolved):

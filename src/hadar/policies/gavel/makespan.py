@@ -122,7 +122,7 @@ def solve_makespan(throughputs: FloatArray, inp: Inputs) -> FloatArray:
     return prob.expand(x_cls, m)
 
 
-@register("min_total_duration_perf", "makespan minimization, heterogeneity-aware (Gavel)")
+@register("min_total_duration_perf", "makespan minimization, heterogeneity-aware (Gavel)", type_aware=True)
 @register("min_total_duration", "makespan minimization, type-agnostic: every GPU treated as a V100 (Gavel)",
           type_aware=False)
 class MinTotalDuration(ReferenceSolved):

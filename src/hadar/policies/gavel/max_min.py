@@ -42,7 +42,8 @@ def solve_max_min(coef: FloatArray, inp: Inputs) -> FloatArray:
     return prob.expand(x_cls, m)
 
 
-@register("max_min_fairness_perf", "LAS, heterogeneity-aware: max-min of normalized effective throughput (Gavel)")
+@register("max_min_fairness_perf", "LAS, heterogeneity-aware: max-min of normalized effective throughput (Gavel)",
+          type_aware=True)
 @register("max_min_fairness", "LAS, type-agnostic: max-min of GPU-time shares (Gavel)", type_aware=False)
 class MaxMinFairness(GavelPolicy):
     """Gavel's LAS; ``type_aware=False`` solves the same LP with every throughput set to 1."""

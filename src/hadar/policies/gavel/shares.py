@@ -21,7 +21,7 @@ from hadar.policies.gavel.common import GavelPolicy, Inputs, finish, isolated_fr
 from hadar.policies.registry import register
 
 
-@register("isolated", "equal 1/m slice of every GPU type for each job (Gavel's isolated baseline)")
+@register("isolated", "equal 1/m slice of every GPU type for each job (Gavel's isolated baseline)", type_aware=False)
 class Isolated(GavelPolicy):
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False)
     NAMES: ClassVar[tuple[str, ...]] = ("isolated",)

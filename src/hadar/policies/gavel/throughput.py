@@ -58,7 +58,8 @@ def solve_max_sum_ecos(throughputs: FloatArray, inp: Inputs, state: SchedulerSta
     return x
 
 
-@register("max_sum_throughput_perf", "maximize the sum of raw throughputs (steps/s) over jobs (Gavel)")
+@register("max_sum_throughput_perf", "maximize the sum of raw throughputs (steps/s) over jobs (Gavel)",
+          type_aware=True)
 class MaxSumThroughput(ReferenceSolved):
     NAMES: ClassVar[tuple[str, ...]] = ("max_sum_throughput_perf",)
 

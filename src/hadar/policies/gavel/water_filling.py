@@ -104,7 +104,7 @@ def solve_water_filling(coef: FloatArray, inp: Inputs) -> FloatArray:
 
 
 @register("max_min_fairness_water_filling_perf",
-          "lexicographic (water-filling) max-min of normalized effective throughput (Gavel)")
+          "lexicographic (water-filling) max-min of normalized effective throughput (Gavel)", type_aware=True)
 class MaxMinFairnessWaterFilling(GavelPolicy):
     NAMES: ClassVar[tuple[str, ...]] = ("max_min_fairness_water_filling_perf",)
 

@@ -18,6 +18,7 @@ cost.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import ClassVar
 
@@ -37,40 +38,39 @@ from hadar.policies.registry import register
 
 @register("hadar", "Hadar (IPDPS'24): task-level primal-dual placement each round; jobs may span GPU types")
 class HadarPolicy:
-    """Parameters (all keyword; ``docs/policies.md`` has them in one table):
-
-    ``utility``: ``jct`` (default), ``fifo``, ``fair`` or ``throughput``.
-    ``rate_model``: ``sync`` (default: a mixed placement runs at its slowest
-    type's pace) or ``additive`` (valid only with local batch sizes set in
-    proportion to each GPU's speed). ``steepness``: exponent on the price
-    curve ``L * (U/L) ** (steepness * f)``. ``exponent``: of the jct
-    utility's shortest-remaining term. ``aging_s``: a job's weight grows by
-    1 for every ``aging_s`` seconds it has waited without GPUs (None: off).
-    ``restart_s``: checkpoint-restore cost charged to any placement other
-    than the job's previous one (0, as Gavel's simulator). ``fill``: run
-    the fill pass. ``keep_slack``: the TTD keeper (keeper.py; None: off)
-    lets one round push the horizon for all remaining work out by at most
-    this share of the round, re-planning the round when the placement
-    would; ``keep_busy``: the slack instead while jobs are still arriving
-    (one arrived within ``keep_quiet`` x the horizon; None: always
-    ``keep_slack``), when the drain that sets TTD is still ahead;
-    ``keep_whole``: with at most this many active jobs the re-plan is a
-    small MIP in whole gangs when, besides, every job can run at once (else
-    the LP plan, rounded); ``keep_max_jobs``: above this many active jobs
-    the keeper is skipped (its LPs cost ~70 ms each at 2048 jobs).
-    ``first_round``: a job that has never run goes ahead of every job that
-    has (it starts at the first round boundary after it arrives). ``plan``:
-    ``lp`` (default) takes the round from a fluid plan that minimizes the
-    mean time at which the remaining work gets done within ``plan_total`` x
-    the horizon (keeper.jct_plan), in whole gangs: jobs the plan finishes
-    this round and jobs that never ran first, then by planned share; the
-    keeper then checks that round like a packed one. ``pack`` is spec
-    section 3's packing alone. The plan needs the ``jct`` utility (the
-    packing serves the others), and is skipped above ``plan_max_jobs``
-    active jobs (a round with it takes ~60 ms at 128 jobs and ~0.2 s at 256
-    on 512 GPUs).
+    """Hadar's round decision. Every parameter is a keyword; ``PARAMS`` says what each one does
+    (docs/policies.md renders them in one table, with their defaults).
     """
 
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "utility": "what progress is worth: `jct` (shortest remaining first; the plan needs it), `fifo`, `fair` "
+                   "or `throughput`",
+        "rate_model": "pace of a gang spanning GPU types: `sync` (its slowest type's) or `additive` (every GPU "
+                      "adds its share; valid only with local batch sizes in proportion to each GPU's speed)",
+        "steepness": "exponent on the price curve L (U/L)^(steepness x share taken): how fast a type's price "
+                     "rises as it fills",
+        "exponent": "exponent of the `jct` utility's shortest-remaining term",
+        "aging_s": "a job's weight grows by 1 for every this many seconds it waited without GPUs (null: off)",
+        "restart_s": "checkpoint-restore cost (s) charged to any placement other than the job's previous one "
+                     "(0, as Gavel's simulator)",
+        "fill": "after the priced pass, give GPUs still free to waiting jobs",
+        "keep_slack": "TTD keeper: a round may push the horizon of all remaining work out by at most this share "
+                      "of a round, else it is re-planned (null: keeper off)",
+        "keep_busy": "the keeper's slack while jobs are still arriving (one arrived within `keep_quiet` x the "
+                     "horizon; null: always `keep_slack`)",
+        "keep_quiet": "how recent an arrival, as a share of the horizon, means jobs are still arriving",
+        "keep_whole": "with at most this many active jobs, all of which fit at once, the keeper re-plans in whole "
+                      "gangs (a small MIP) rather than rounding the LP plan",
+        "keep_max_jobs": "above this many active jobs the keeper is skipped (its LPs take ~70 ms each at 2,048 "
+                         "jobs)",
+        "first_round": "a job that never ran goes ahead of every job that has (it starts at the first round "
+                       "boundary after it arrives)",
+        "plan": "`lp`: the round comes from a fluid plan that minimizes the mean time at which the remaining work "
+                "gets done (keeper.jct_plan), in whole gangs; `pack`: spec section 3's packing alone",
+        "plan_total": "the fluid plan's span, as a multiple of the TTD horizon",
+        "plan_max_jobs": "above this many active jobs the plan is skipped (a round with it takes ~60 ms at 128 "
+                         "jobs and ~0.2 s at 256 on 512 GPUs)",
+    }
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, resolve="every_round", cut_rounds=True,
                                                   planner="placement")
     name: ClassVar[str] = "hadar"
