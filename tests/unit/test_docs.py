@@ -49,3 +49,7 @@ def test_rewrite_replaces_only_the_generated_part(tmp_path: Path) -> None:
     assert catalog.generated() in text
     assert not catalog.rewrite(doc)  # already up to date
 
+
+def test_the_docs_link_the_architecture_and_the_policies() -> None:
+    index = (DOCS / "index.md").read_text()
+    assert "architecture.md" in index and "policies.md" in index
