@@ -26,11 +26,11 @@ def gavel_inputs(state):
     jobs = state["jobs"]
     ids = [JobIdPair(j["id"], None) for j in jobs]
     return {
-        "throughputs": {i: dict(j["throughputs"]) for i, j in zip(ids, jobs)},
-        "scale_factors": {i: j["scale_factor"] for i, j in zip(ids, jobs)},
-        "priority_weights": {i: j["priority_weight"] for i, j in zip(ids, jobs)},
-        "times_since_start": {i: j["age_s"] for i, j in zip(ids, jobs)},
-        "num_steps_remaining": {i: j["remaining_steps"] for i, j in zip(ids, jobs)},
+        "throughputs": {i: dict(j["throughputs"]) for i, j in zip(ids, jobs, strict=True)},
+        "scale_factors": {i: j["scale_factor"] for i, j in zip(ids, jobs, strict=True)},
+        "priority_weights": {i: j["priority_weight"] for i, j in zip(ids, jobs, strict=True)},
+        "times_since_start": {i: j["age_s"] for i, j in zip(ids, jobs, strict=True)},
+        "num_steps_remaining": {i: j["remaining_steps"] for i, j in zip(ids, jobs, strict=True)},
         "cluster_spec": dict(state["cluster"]),
     }
 
@@ -67,7 +67,7 @@ def main():
         req = json.loads(line)
         try:
             reply = {"time_s": time_once(req["policy"], states[str(req["size"])])}
-        except Exception as e:  # noqa: BLE001  (any failure of Gavel's code becomes a reply)
+        except Exception as e:
             reply = {"error": f"{type(e).__name__}: {e}"[:300]}
         print(json.dumps(reply), flush=True)
 
