@@ -177,3 +177,30 @@ def test_python_m_hadar_job_runs_a_data_parallel_lease_on_two_processes(tmp_path
     bad = subprocess.run([sys.executable, "-m", "hadar.job", "examples/nope.py:train"], cwd=REPO,
                          capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not found" in bad.stderr
+
+
+def _listening(port: int) -> set[str]:
+    """The local addresses something listens on at ``port`` (Linux's /proc/net/tcp, IPv4)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, p = local.split(":")
+        if state == "0A" and int(p, 16) == port:
+            found.add(".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+def test_the_rendezvous_store_listens_on_loopback_only_and_closes_with_the_lease(tmp_path):
+    import gc
+
+    from hadar.job.dist import open_store
+
+    for n in range(2):  # the first process group of a process too (torch once kept that one open)
+        store, port = open_store("127.0.0.1")
+        assert _listening(port) == {"127.0.0.1"}  # torch's own TCPStore would listen on 0.0.0.0
+        out = run_lease(_spec(tmp_path, process_group=True, rendezvous=("127.0.0.1", port), group=f"g{n}/"),
+                        store=store)
+        assert out.ok, out.traceback
+        del store
+        gc.collect()
+        assert not _listening(port)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -13,6 +12,7 @@ from hadar.runtime import checkpoint, workloads
 from hadar.runtime.demo import demo_cluster
 from hadar.runtime.run import run
 from tests.helpers import FastestTypePolicy, GreedyCountsPolicy
+from tests.runtime.test_job_api import _listening
 
 pytestmark = pytest.mark.runtime
 
@@ -86,17 +86,6 @@ def _executor(tmp_path, events):
     ratios = SpeedRatios(ThroughputTable.load(), demo_cluster().gpu_types)
     return pool, RayExecutor(demo_cluster(), pool, WallClock(), checkpoint_dir=tmp_path, ratios=ratios, grace_s=15.0,
                              on_event=events.append)
-
-
-def _listening(port: int) -> set[str]:
-    """The local addresses something listens on at ``port`` (Linux's /proc/net/tcp, IPv4)."""
-    found = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        local, state = line.split()[1], line.split()[3]
-        addr, p = local.split(":")
-        if state == "0A" and int(p, 16) == port:
-            found.add(".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0)))
-    return found
 
 
 def test_a_data_parallel_lease_across_gpu_types_a_rank_dying_in_it_and_its_rendezvous(ray_session, tmp_path):

@@ -10,6 +10,7 @@ ranks share a machine, gloo and NCCL are told to use the loopback interface as w
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -74,6 +75,7 @@ def process_group(spec: LeaseSpec, device: str, store: Any = None) -> Iterator[N
         assert spec.rendezvous is not None
         store = dist.TCPStore(spec.rendezvous[0], spec.rendezvous[1], is_master=False,
                               timeout=timedelta(seconds=spec.timeout_s))
+    _preload()
     saved_env = _pin_interfaces(spec)
     backend = "nccl" if device.startswith("cuda") else "gloo"
     if backend == "nccl":
@@ -92,7 +94,17 @@ def process_group(spec: LeaseSpec, device: str, store: Any = None) -> Iterator[N
         os.environ.update({k: v for k, v in saved_env.items() if v is not None})
         for k in [k for k, v in saved_env.items() if v is None]:
             os.environ.pop(k, None)
-        del prefixed, store, own  # the last reference to rank 0's store: its server closes
+        del prefixed, store, own
+        gc.collect()  # the store sits in reference cycles: collect them now, so that a store opened here closes now
+
+
+def _preload() -> None:
+    """Import torch._dynamo before the first process group: imported while a group is up (an optimizer's first
+    use does), it keeps a reference to that group's store for good (seen with torch 2.13), leaving it open."""
+    try:
+        import torch._dynamo  # noqa: F401
+    except ImportError:  # a torch without it leaks nothing either
+        pass
 
 
 def _pin_interfaces(spec: LeaseSpec) -> dict[str, str | None]:

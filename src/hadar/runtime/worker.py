@@ -9,6 +9,7 @@ opens on the address the ranks use just before the lease and closes when the lea
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -64,7 +65,9 @@ class Worker:
             out = run_lease(spec, device=self.device, cache=self._cache, store=store if spec.rank == 0 else None,
                             started=started)
         finally:
-            del store  # the lease is over: rank 0's store closes with its last reference
+            if store is not None:  # the lease is over: rank 0's store closes with its last reference
+                del store
+                gc.collect()  # (the store's Python object sits in a reference cycle: collect it now)
         if not out.ok:
             log.warning("gpu %d: lease of job %d failed: %s", self.gpu_id, spec.job_id, out.error)
         return out
