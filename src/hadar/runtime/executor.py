@@ -75,14 +75,18 @@ class RayExecutor:
 
     ``ratios`` gives each job's per-type speed ratios (its ``emulate_as`` row of Gavel's table):
     the tracker's prior, and, with ``dilation`` set (an emulated cluster), the speed factor each
-    step is stretched to. ``on_table`` receives the tracker's table after each round."""
+    step is stretched to. ``on_table`` receives the tracker's table after each round and after a
+    ``register``. ``run_id`` marks the checkpoints this executor writes and the only ones it
+    resumes from (a service restarting on its old checkpoints passes its stored id, and sets each
+    job's ``JobProgress`` steps, iteration and saved_steps from its store)."""
 
     def __init__(self, cluster: Cluster, pool: WorkerPool, clock: Clock, *, checkpoint_dir: Path,
                  ratios: SpeedRatios, dilation: float | None = None, given: ThroughputTable | None = None,
                  log_dir: Path | None = None, on_table: Callable[[ThroughputTable], None] | None = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None,
                  on_dispatch: Callable[[int, RoundPlan], None] | None = None,
-                 grace_s: float = 30.0, seed: int = 0, fork_optimizer: str = "largest", profile_s: float = 3.0) -> None:
+                 grace_s: float = 30.0, seed: int = 0, fork_optimizer: str = "largest", profile_s: float = 3.0,
+                 run_id: str | None = None) -> None:
         if fork_optimizer not in aggregate.OPTIMIZER_POLICIES:
             raise InputError(f"fork optimizer policy must be one of {', '.join(aggregate.OPTIMIZER_POLICIES)}, "
                              f"got {fork_optimizer!r}")
@@ -96,7 +100,7 @@ class RayExecutor:
         self.grace_s, self.seed, self.fork_optimizer, self.profile_s = grace_s, seed, fork_optimizer, profile_s
         self.jobs: dict[int, JobProgress] = {}
         self.rounds: list[RoundStats] = []
-        self.run_id = uuid.uuid4().hex
+        self.run_id = run_id or uuid.uuid4().hex  # checkpoints of another run id are never restored
         self._hosts: dict[tuple[int, int], str] = {}  # (GPU, worker generation) -> the worker's node address
 
     # ---- jobs ---------------------------------------------------------------------------

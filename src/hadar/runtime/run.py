@@ -116,15 +116,9 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
     ``fork_optimizer`` (HadarE): the merged optimizer state of a forked job is the ``largest`` copy's
     (most steps) or the copies' ``average``. ``log_dir``: one log per job (output, warnings, tracebacks).
     """
-    if not (math.isfinite(round_s) and round_s > 0):
-        raise InputError(f"round length must be a positive number of seconds, got {round_s}")
+    _check_options(round_s, fork_optimizer, dilation)
     if not jobs:
         raise InputError("no jobs to run")
-    if fork_optimizer not in aggregate.OPTIMIZER_POLICIES:
-        raise InputError(f"fork optimizer policy must be one of {', '.join(aggregate.OPTIMIZER_POLICIES)}, "
-                         f"got {fork_optimizer!r}")
-    if dilation is not None and not (math.isfinite(dilation) and dilation >= 1):
-        raise InputError(f"dilation must be a number >= 1, got {dilation}")
     jobs = prepare_jobs(jobs)
     ckpt = check_writable(checkpoint_dir or Path(tempfile.mkdtemp(prefix="hadar-ckpt-")), "checkpoint folder")
     if log_dir is not None:
@@ -166,6 +160,16 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
     summary.update(emulated=sess.emulated, ray_auth=sess.auth, emulation_dilation=dil or 1.0)
     return RuntimeResult(summary, rows, executor.jobs, executor.tracker.table(), executor.tracker.mean_table(), prior,
                          executor.rounds, stats, events, executor.tracker.entries())
+
+
+def _check_options(round_s: float, fork_optimizer: str, dilation: float | None) -> None:
+    if not (math.isfinite(round_s) and round_s > 0):
+        raise InputError(f"round length must be a positive number of seconds, got {round_s}")
+    if fork_optimizer not in aggregate.OPTIMIZER_POLICIES:
+        raise InputError(f"fork optimizer policy must be one of {', '.join(aggregate.OPTIMIZER_POLICIES)}, "
+                         f"got {fork_optimizer!r}")
+    if dilation is not None and not (math.isfinite(dilation) and dilation >= 1):
+        raise InputError(f"dilation must be a number >= 1, got {dilation}")
 
 
 def _session(cluster: Cluster | None, address: str | None, dashboard_host: str | None) -> session.RaySession:
