@@ -32,7 +32,7 @@ bench: $(VENV)/.full
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # ruff (rules in pyproject.toml) over the package, tests and benchmarks; mypy over src/hadar (strict on
-# the model, mechanism, engine and policies; src/hadar/runtime excluded for now, see pyproject.toml).
+# the model, mechanism, engine and policies; the default level elsewhere, the runtime included).
 lint: $(VENV)/.core
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy

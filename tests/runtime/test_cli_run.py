@@ -39,7 +39,7 @@ def _write(tmp_path: Path, name: str, text: str) -> str:
     return str(p)
 
 
-@pytest.mark.parametrize("jobs, cluster, extra, message", [
+@pytest.mark.parametrize(("jobs", "cluster", "extra", "message"), [
     ("jobs:\n  - {job_type: ResNet-50, total_steps: 10}\n", None, [], "unknown runtime job type 'ResNet-50'"),
     ("jobs:\n  - {job_type: resnet, total_steps: -5}\n", None, [], "total steps must be positive"),
     ("jobs:\n  - {job_type: resnet, total_stepz: 5}\n", None, [], "unknown job field"),

@@ -22,7 +22,8 @@ def _run_folder(path, policy, ttd, util, finals):
                "utilization": util, "rounds": 2}
     (path / "summary.json").write_text(json.dumps(summary))
     (path / "jobs.csv").write_text("job_id,job_type,jct_s,metric,quality_initial,quality_final\n"
-                                   f"0,lstm,{ttd},perplexity,48,{finals[0]}\n1,resnet,{ttd / 3},accuracy,0.1,{finals[1]}\n")
+                                   f"0,lstm,{ttd},perplexity,48,{finals[0]}\n"
+                                   f"1,resnet,{ttd / 3},accuracy,0.1,{finals[1]}\n")
     (path / "events.jsonl").write_text("\n".join(json.dumps(e) for e in _events(2)) + "\n")
     return summary
 

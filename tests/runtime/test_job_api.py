@@ -96,7 +96,7 @@ def test_an_exception_fails_the_lease_with_its_full_text_and_traceback_and_no_co
     assert cache.entry is None  # a failed lease's memory is never resumed from
 
 
-@pytest.mark.parametrize("entry, error", [
+@pytest.mark.parametrize(("entry", "error"), [
     ("broken.py:no_steps", "returned without iterating ctx.steps()"),
     ("broken.py:bad_state", "save_state: state['model'] is a builtins.object"),
     ("broken.py:exits", "SystemExit: 3"),
@@ -138,7 +138,7 @@ def test_a_bundled_workload_learns_through_the_api(tmp_path):
     assert wl.better(out.metrics[wl.metric], out.first_metrics[wl.metric])  # trained vs untrained
 
 
-@pytest.mark.parametrize("entry, message", [
+@pytest.mark.parametrize(("entry", "message"), [
     ("nothere.py:train", "file nothere.py not found"),
     ("broken.py:nothing", "no function 'nothing' defined at the top level"),
     ("regression.py:os", None),  # bound at the top level (an import): accepted without running the file

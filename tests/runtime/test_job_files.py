@@ -51,7 +51,7 @@ def test_a_job_file_mixing_entrypoints_and_bundled_types(tmp_path):
     assert prepare_jobs(jobs) == jobs  # resolving twice changes nothing
 
 
-@pytest.mark.parametrize("jobs, message", [
+@pytest.mark.parametrize(("jobs", "message"), [
     ("- {entrypoint: nothere.py:train, total_steps: 10}", "file nothere.py not found"),
     (f"- {{entrypoint: {JOBS}/broken.py:nothing, total_steps: 10}}", "no function 'nothing' defined"),
     ("- {entrypoint: bad.py:train, total_steps: 10}", "syntax error in"),
@@ -84,7 +84,7 @@ def test_bad_job_files_give_one_line_and_exit_2(tmp_path, capsys, jobs, message)
     assert err.startswith("hadar: error:") and message in err and "\n" not in err, err
 
 
-@pytest.mark.parametrize("extra, message", [
+@pytest.mark.parametrize(("extra", "message"), [
     (["--round-s", "inf"], "--round-s must be a positive number"),
     (["--round-s", "nan"], "--round-s must be a positive number"),
     (["--round-s", "-1"], "--round-s must be a positive number"),

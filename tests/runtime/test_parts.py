@@ -37,7 +37,7 @@ def test_a_crash_mid_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", torn)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="disk full"):
         checkpoint.save_atomic({"steps": 2.0}, path)
     monkeypatch.undo()
     assert checkpoint.load(path)["steps"] == 1.0
@@ -52,7 +52,7 @@ class _Evil:
 def test_checkpoints_load_weights_only(tmp_path):
     path = tmp_path / "job-9.pt"
     torch.save({"x": _Evil()}, path)
-    with pytest.raises(Exception, match="(?i)weights"):
+    with pytest.raises(Exception, match=r"(?i)weights"):
         checkpoint.load(path)
 
 
@@ -175,7 +175,7 @@ def test_detect_cluster_from_ray_nodes():
     assert pins["e1"].resource == "hadar_node:e1" and pins["e1"].num_gpus == 0
 
 
-@pytest.mark.parametrize("nodes, match", [
+@pytest.mark.parametrize(("nodes", "match"), [
     ([_node({"CPU": 8, "GPU": 4})], "cannot tell its GPU type"),
     ([_node({"CPU": 8})], "no GPU nodes"),
 ])

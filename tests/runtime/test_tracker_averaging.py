@@ -31,7 +31,7 @@ def test_averaging_two_copies_equals_the_sample_weighted_mean():
     assert out["count"].item() == 7  # non-float entries: from the copy that processed most
     same = aggregate.average_tensors([sa, sa], [1.0, 5.0])
     assert torch.allclose(same["weight"], sa["weight"])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="positive sum"):
         aggregate.average_tensors([sa, sb], [0.0, 0.0])
 
 

@@ -123,7 +123,8 @@ def test_throughputs_start_as_estimates_become_measurements_and_the_policy_never
     from hadar.build import policy_for_run
 
     (tmp_path / "jobs.yaml").write_text(f"""jobs:
-  - {{name: profiled, entrypoint: {JOBS}/regression.py:train, total_steps: 1000, profile: true, args: {{step_s: 0.003}}}}
+  - {{name: profiled, entrypoint: {JOBS}/regression.py:train, total_steps: 1000, profile: true,
+     args: {{step_s: 0.003}}}}
   - {{name: plain, entrypoint: {JOBS}/regression.py:train, total_steps: 1000, args: {{lr: 0.02, step_s: 0.003}}}}
 """)
     policy = _Recording(policy_for_run("max_min_fairness_perf").policy)

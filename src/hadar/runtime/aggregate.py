@@ -45,7 +45,7 @@ def average_tensors(states: Sequence[Mapping[str, Any]], weights: Sequence[float
     total = float(sum(weights))
     norm = [float(w) / total for w in weights]
     top = max(range(len(states)), key=lambda i: weights[i])
-    return _avg([s for s in states], norm, top)
+    return _avg(list(states), norm, top)
 
 
 def _avg(values: Sequence[Any], w: Sequence[float], top: int) -> Any:
@@ -56,7 +56,7 @@ def _avg(values: Sequence[Any], w: Sequence[float], top: int) -> Any:
         if not first.is_floating_point():
             return first.clone()
         acc = torch.zeros_like(first, dtype=torch.float64)
-        for v, wi in zip(values, w):
+        for v, wi in zip(values, w, strict=True):
             acc += v.to(torch.float64) * wi
         return acc.to(first.dtype)
     if isinstance(first, Mapping):
@@ -101,7 +101,7 @@ def merge_copies(canonical: str | Path, steps0: float, iteration0: int, copies: 
     if not done:
         return None
     files = [checkpoint.load(c.path) for c in done]
-    missing = [str(c.path) for c, f in zip(done, files) if f is None]
+    missing = [str(c.path) for c, f in zip(done, files, strict=True) if f is None]
     if missing:
         raise FileNotFoundError(f"copy checkpoint(s) missing: {', '.join(missing)}")
     envelopes: list[dict[str, Any]] = [f for f in files if f is not None]

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 
 class Bookkeeper:
-    def __init__(self, cluster: Cluster, tracker: ThroughputTracker, on_event: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, cluster: Cluster, tracker: ThroughputTracker,
+                 on_event: Callable[[dict[str, Any]], None]) -> None:
         self.cluster, self.tracker, self.on_event = cluster, tracker, on_event
 
     def success(self, info: JobProgress, lease: Lease, head: LeaseOutcome, round_no: int, end: float,

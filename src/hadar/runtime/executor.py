@@ -180,7 +180,7 @@ class RayExecutor:
         if len(lease.gpus) > 1:
             try:
                 spec = replace(spec, rendezvous=self._open_store(lease, actors))
-            except Exception as e:  # noqa: BLE001 - a dead or stuck rank 0 (a RayError) or no such address
+            except Exception as e:
                 return _Pending(lease, [], gens, mode, fork, error=f"rendezvous failed: {_text(e)}")
         refs = [actor.run_lease.remote(replace(spec, rank=rank)) for rank, actor in enumerate(actors)]
         return _Pending(lease, refs, gens, mode, fork)
@@ -213,7 +213,7 @@ class RayExecutor:
         missing = [i for i, g in enumerate(lease.gpus) if (g, self.pool.generation[g]) not in self._hosts]
         if missing:
             infos = ray.get([actors[i].info.remote() for i in missing], timeout=self.grace_s)
-            for i, rec in zip(missing, infos):
+            for i, rec in zip(missing, infos, strict=True):
                 g = lease.gpus[i]
                 self._hosts[(g, self.pool.generation[g])] = str(rec["ip"])
         hosts = {self._hosts[(g, self.pool.generation[g])] for g in lease.gpus}
@@ -239,7 +239,8 @@ class RayExecutor:
                 p.done_at[rank] = now
         for ref in left:
             p, _ = owner[ref]
-            p.error = p.error or f"no answer within {timeout_s:.0f} s (the lease's deadline + {self.grace_s:.0f} s grace)"
+            p.error = p.error or (f"no answer within {timeout_s:.0f} s (the lease's deadline + {self.grace_s:.0f} s "
+                                  "grace)")
 
     # ---- results ------------------------------------------------------------------------------------
     def _outcomes(self, p: _Pending) -> list[LeaseOutcome | None]:
@@ -280,7 +281,7 @@ class RayExecutor:
             except OSError as e:
                 return self.book.failure(info, lease, stats.round, end, f"committing the checkpoint failed: {_text(e)} "
                                          "(on several nodes, --checkpoint-dir must be storage every node sees)")
-        stats.restore_s = max(stats.restore_s, max(o.restore_s for o in outcomes if o is not None))
+        stats.restore_s = max(stats.restore_s, *(o.restore_s for o in outcomes if o is not None))
         stats.save_s = max(stats.save_s, head.save_s)
         stats.continued += int(head.continued)
         return self.book.success(info, lease, head, stats.round, end, forked=p.fork is not None)
@@ -346,7 +347,7 @@ class RayExecutor:
         if not done:
             return
         copies = [aggregate.CopyResult(p.lease.copy, aggregate.copy_path(info.checkpoint, p.lease.copy), r.steps,
-                                       int(r.metrics.get("iterations", 0))) for p, r in zip(done, results)]
+                                       int(r.metrics.get("iterations", 0))) for p, r in zip(done, results, strict=True)]
         saved = [c for c in copies if c.path.is_file()]
         merged = aggregate.merge_copies(info.checkpoint, info.steps, info.iteration, saved,
                                         optimizer=self.fork_optimizer)

@@ -178,7 +178,7 @@ def aggregate_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if "hadare" in table and "hadar" in table:
         ratios["hadare_util_over_hadar"] = _spread(per_seed("hadare", "hadar", "utilization"))
     return {"policies": policies, "seeds": seeds, "table": table, "ratios": ratios,
-            "runs": [{k: v for k, v in r.items()} for r in runs]}
+            "runs": [dict(r.items()) for r in runs]}
 
 
 def _pm(s: dict[str, float], fmt: str = ".1f") -> str:

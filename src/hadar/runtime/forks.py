@@ -39,7 +39,7 @@ def split(plan: RoundPlan, rate: Callable[[Lease], float]) -> dict[int, Fork]:
         total = sum(rates)
         shards = sum(len(plan.leases[i].gpus) for i in order)
         offset = 0
-        for i, r in zip(order, rates):
+        for i, r in zip(order, rates, strict=True):
             share = r / total if total > 0 else 1 / len(order)
             out[i] = Fork(len(order), offset, shards, plan.leases[i].max_steps * share)
             offset += len(plan.leases[i].gpus)

@@ -62,8 +62,8 @@ def prepare_jobs(jobs: Sequence[Job], *, max_arrival_s: float | None = MAX_ARRIV
     ratios = emulation.SpeedRatios(ThroughputTable.load(), ())
     out: list[Job] = []
     seen: dict[str, Job] = {}
-    for job in jobs:
-        job = workloads.resolve_job(job)
+    for given in jobs:
+        job = workloads.resolve_job(given)
         assert job.train is not None
         where = job.origin or f"job {job.job_id}"
         if max_arrival_s is not None and job.arrival_s > max_arrival_s:
@@ -106,7 +106,8 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         address: str | None = None, seed: int = 0, checkpoint_dir: Path | None = None, log_dir: Path | None = None,
         throughputs: ThroughputTable | None = None, dashboard_host: str | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None, on_progress: Callable[[int], None] | None = None,
-        on_dispatch: Callable[[int, RoundPlan], None] | None = None, on_pool: Callable[[WorkerPool], None] | None = None,
+        on_dispatch: Callable[[int, RoundPlan], None] | None = None,
+        on_pool: Callable[[WorkerPool], None] | None = None,
         grace_s: float = 30.0, dilation: float | None = None, fork_optimizer: str = "largest",
         profiles: Mapping[str, PolicySpec] | None = None) -> RuntimeResult:
     """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds).
@@ -188,7 +189,10 @@ def _shape_table(jobs: Sequence[Job], cluster: Cluster) -> ThroughputTable:
     return tracker.table()
 
 
-def _tee(events: list[dict[str, Any]], extra: Callable[[dict[str, Any]], None] | None) -> Callable[[dict[str, Any]], None]:
+Emit = Callable[[dict[str, Any]], None]
+
+
+def _tee(events: list[dict[str, Any]], extra: Emit | None) -> Emit:
     def emit(e: dict[str, Any]) -> None:
         events.append(e)
         if extra is not None:

@@ -97,7 +97,8 @@ def connect(address: str, cluster: Cluster | None = None) -> RaySession:
         raise RuntimeFailure(f"the Ray cluster at {address} was joined without token authentication: anyone who "
                              "can reach it can run code on it. Generate a token (`ray get-auth-token --generate`), "
                              "give it to every node and this driver (~/.ray/auth_token or RAY_AUTH_TOKEN), start "
-                             "the nodes with RAY_AUTH_MODE=token, or set RAY_AUTH_MODE=disabled here to accept the risk")
+                             "the nodes with RAY_AUTH_MODE=token, or set RAY_AUTH_MODE=disabled here to accept the "
+                             "risk")
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     if cluster is not None:
         return RaySession(cluster, pins_for_file(cluster, nodes), emulated=not _has_gpus(nodes), address=address,
@@ -141,7 +142,8 @@ def detect_cluster(nodes: Iterable[Mapping[str, Any]]) -> tuple[Cluster, dict[st
         types = _suffix(res, TYPE_RESOURCE) or [t.lower() for t in _suffix(res, "accelerator_type:")]
         where = rec.get("NodeManagerAddress", rec.get("NodeID", "?"))
         if len(types) != 1:
-            raise InputError(f"Ray node {where}: cannot tell its GPU type ({'several: ' + ', '.join(types) if types else 'none given'}); "
+            which = "several: " + ", ".join(types) if types else "none given"
+            raise InputError(f"Ray node {where}: cannot tell its GPU type ({which}); "
                              "start it with --resources='{\"hadar_gpu:TYPE\": N}' or pass --cluster FILE")
         if names:
             for name in names:

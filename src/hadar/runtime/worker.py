@@ -9,6 +9,7 @@ opens on the address the ranks use just before the lease and closes when the lea
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
@@ -30,10 +31,8 @@ class Worker:
         import torch
 
         torch.set_num_threads(1)
-        try:
+        with contextlib.suppress(RuntimeError):
             torch.set_num_interop_threads(1)
-        except RuntimeError:
-            pass
         self.gpu_id, self.node, self.gpu_type = gpu_id, node, gpu_type
         self.device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
         self._cache = StateCache()

@@ -12,7 +12,7 @@ Everything is a deterministic function of the seed: every rank builds the same m
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from hadar.job import Context
 
@@ -88,7 +88,7 @@ def train_workload(wl: Workload, ctx: Context) -> None:
 
     model = wl.build_model(ctx.seed).to(ctx.device)
     opt = torch.optim.Adam(model.parameters(), lr=float(ctx.args.get("lr", wl.lr)))
-    train, test = _data(type(wl), ctx.seed, ctx.device)
+    train, test = _data(cast(Any, type(wl)), ctx.seed, ctx.device)  # a class is hashable; mypy thinks not
     state = ctx.load_state()
     if state is None:
         ctx.report(**{wl.metric: wl.evaluate(model, test)})  # untrained: the first value is the baseline

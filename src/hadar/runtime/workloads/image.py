@@ -11,7 +11,7 @@ from hadar.runtime.workloads.base import Workload, train_workload
 def _block(torch: Any, cin: int, cout: int, stride: int) -> Any:
     nn = torch.nn
 
-    class Basic(nn.Module):
+    class Basic(nn.Module):  # type: ignore[name-defined]  # torch is imported lazily (Any)
         def __init__(self) -> None:
             super().__init__()
             self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
