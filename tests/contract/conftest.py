@@ -1,4 +1,4 @@
-"""Fixtures of the contract tests: the Ray executor's worker pool, started once per test session."""
+"""Fixtures of the contract tests: the Ray executor's worker pool, started once for this folder's tests."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ray_contract_pool(ray_session: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The worker pool on the contract's cluster, warmed up, with the rates it measured (``ray_harness``)."""
+    """The worker pool on the contract's cluster, warmed up, with the rates it measured (``ray_harness``); its
+    actors are shut down once the contract tests are done (Ray itself lives on for the session)."""
     from tests.contract import ray_harness
 
     warm = ray_harness.start(tmp_path_factory.mktemp("ray-contract-warm-up"))

@@ -8,7 +8,7 @@ are, and measured rates stay steady. The emulation stretches each step by the GP
 (the average Gavel row: K80 ~0.3 of V100) and by the dilation ``hadar run`` would use (GPUs / cores).
 
 Starting four worker actors (each imports torch) takes seconds on a small machine, so the pool is
-started once per test session (``conftest.ray_contract_pool``); every test gets a fresh executor (its
+started once for the contract tests (``conftest.ray_contract_pool``); every test gets a fresh executor (its
 own run id, checkpoints and tracker) on it. The pool is also where the rates come from: warm-up rounds
 measure the job on each GPU type with 1 and 2 GPUs, and the executor's own table of those measurements
 (``ThroughputTracker.mean_table``) is the harness's table and every test executor's ``given`` table,
