@@ -21,3 +21,25 @@ def physical_table() -> ThroughputTable:
 @pytest.fixture
 def cluster_444():
     return parse_cluster("4:4:4")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray instance for the whole test session (``ray.init`` takes seconds).
+
+    It emulates the logical nodes of both the runtime tests' demo cluster (2 V100, 1 P100, 1 K80) and the
+    executor contract's cluster (``tests.helpers.two_type_cluster``: 2 V100, 2 K80);
+    ``hadar.runtime.session.start_local`` reuses it for every test whose cluster uses those node names.
+    Ray is imported here, not at the top, so that a checkout without the runtime extra still collects.
+    """
+    import ray
+
+    from hadar.model.cluster import Cluster
+    from hadar.runtime import session
+    from hadar.runtime.demo import demo_cluster
+    from tests.helpers import two_type_cluster
+
+    sess = session.start_local(Cluster(demo_cluster().nodes + two_type_cluster().nodes))
+    yield sess
+    if ray.is_initialized():
+        ray.shutdown()

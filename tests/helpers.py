@@ -64,3 +64,12 @@ class GreedyCountsPolicy:
                     x[i, r] = 1.0
                     break
         return Allocation.for_state(state, x, counts=counts)
+
+
+def two_type_cluster():
+    """The executor contract's cluster: two nodes of two GPU types, two GPUs each (GPUs 0-1: v100, 2-3: k80).
+
+    Its node names are also Ray resources of the test session's Ray instance (``tests/conftest.py``)."""
+    from hadar.model.cluster import Cluster, Node
+
+    return Cluster((Node("v100-0", "v100", 2), Node("k80-0", "k80", 2)))

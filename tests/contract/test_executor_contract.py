@@ -5,23 +5,25 @@ An executor runs a round's leases and reports what they did; the engine and the 
 - one result per lease (same job, copy and GPUs), each ending between the round's start and its
   planned end (``start_s + duration_s``, which the engine may have cut short); the report starts
   at the plan's start and ends when its last lease ends, or at the start if it has none;
-- progress never exceeds what is left: a lease makes at most ``max_steps`` steps, and a job's
-  forked copies together at most the job's remaining steps;
+- progress never exceeds what is left: a lease counts at most ``max_steps`` steps, and a job's
+  forked copies together at most the job's remaining steps (a W-GPU gang advances W steps an
+  iteration, so its last iteration may be partly surplus: only the steps the job had left count);
 - ``estimate_rate`` (steps/s, or None while unknown) matches the progress leases make;
 - a failed lease reports ``failed`` and no steps (the job resumes from its checkpoint);
 - driven by the engine, every job finishes with exactly its steps done (no progress lost or
   counted twice), and a job waiting for GPUs starts when a lease ends early, before the round's
   planned end (rounds are cut at predicted completions in every executor).
 
-Each factory yields a ``Harness``: the executor on a small cluster of two GPU types (at least two
-GPUs on each of two nodes), the table its rates start from, its clock and what it can run.
+Each factory takes the test's ``request`` (for fixtures it needs, such as Ray's session) and yields a
+``Harness``: the executor on a small cluster of two GPU types (at least two GPUs on each of two nodes),
+the table its rates start from, its clock, what it can run and how jobs are made known to it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
@@ -30,13 +32,13 @@ import pytest
 from hadar.build import wire
 from hadar.clock import Clock, VirtualClock
 from hadar.engine import Executor
-from hadar.model.cluster import Cluster, Node
+from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.plan import Lease, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
 from hadar.sim.executor import SimulatedExecutor
 from hadar.sources import Workload
-from tests.helpers import GreedyCountsPolicy
+from tests.helpers import GreedyCountsPolicy, two_type_cluster
 
 
 @dataclass
@@ -53,12 +55,13 @@ class Harness:
     step_slack: float  # steps a lease may stop short of max_steps when it finishes (whole iterations)
     time_slack_s: float  # how far past the planned end a lease may end, and how late a cut may come
     fail_next: Callable[[int], None] | None = None  # make the next lease on this GPU fail (None: cannot)
+    prepare: Callable[[Sequence[Job]], None] = lambda jobs: None  # make jobs known before their leases run
 
     def rate(self, gpu: int, k: int = 1) -> float:
         return self.table.get(self.job_type, k, self.cluster.gpu_type_of[gpu])
 
 
-ExecutorFactory = Callable[[], AbstractContextManager[Harness]]
+ExecutorFactory = Callable[[pytest.FixtureRequest], AbstractContextManager[Harness]]
 
 
 class _FailingSimulator(SimulatedExecutor):
@@ -80,26 +83,51 @@ class _FailingSimulator(SimulatedExecutor):
 
 
 @contextmanager
-def simulated() -> Iterator[Harness]:
-    cluster = Cluster((Node("v100-0", "v100", 2), Node("k80-0", "k80", 2)))
+def simulated(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    cluster = two_type_cluster()
     table = ThroughputTable.load()
     ex = _FailingSimulator(cluster, table)
     yield Harness(ex, cluster, table, VirtualClock(), "ResNet-50 (batch size 64)", round_s=360.0, rate_rtol=1e-9,
                   step_slack=1.0, time_slack_s=1e-6, fail_next=ex.doomed.add)
 
 
+@contextmanager
+def ray_executor(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """RayExecutor on an emulated cluster of the same shape, in the session's Ray (see ``ray_harness``)."""
+    from tests.contract import ray_harness
+
+    warm = request.getfixturevalue("ray_contract_pool")
+    ex = ray_harness.executor(warm, request.getfixturevalue("tmp_path"), given=warm.table)
+
+    def prepare(jobs: Sequence[Job]) -> None:
+        for job in jobs:
+            ex.register(ray_harness.resolve(job))
+
+    try:
+        yield Harness(ex, ex.cluster, warm.table, ex.clock, ray_harness.JOB_TYPE, round_s=8.0,
+                      # 8 s rounds: a 2-GPU lease spends ~0.5 s setting up and tearing down its process
+                      # group, which must stay small next to the contract's fractions of a round (forked
+                      # copies sized to finish halfway must end before 3/4 of it: measured, at 4.5 s of 6).
+                      # Rates are measured over the time a lease spends stepping (its train_s); its wall time
+                      # adds dispatch, the job's start, a gang's process group and the checkpoint save:
+                      # measured, a 2-GPU lease made 5.6 % fewer steps than rate x wall time (6 s rounds:
+                      # 9.5 %), a 1-GPU lease 0.1 %. 0.25 leaves room for a busier machine.
+                      rate_rtol=0.25,
+                      # A W-GPU lease advances in whole iterations of W steps: one 2-GPU iteration.
+                      step_slack=2.0,
+                      # A lease starts no step after its deadline, so it ends one step later (a 2-GPU K80
+                      # step: ~0.15 s), plus the gang's teardown, the save and Ray's answer: measured, 1-GPU
+                      # leases ended <= 0.05 s and 2-GPU leases <= 0.75 s past the planned end (2 s: room for a
+                      # busier machine; a lease later than the executor's grace would fail, not end late).
+                      time_slack_s=2.0,
+                      fail_next=lambda gpu: ray_harness.kill(warm.pool, gpu), prepare=prepare)
+    finally:
+        ray_harness.revive(warm.pool)
+
+
 EXECUTORS = [
     pytest.param(simulated, id="simulated"),
-    # ---- The Ray executor plugs in here. -------------------------------------------------------------
-    # hadar.runtime.executor.RayExecutor is being rewritten on another branch (issue 14). Once it has
-    # landed, add a factory that starts a WorkerPool on a small emulated cluster (two nodes of two GPU
-    # types, two GPUs each), yields Harness(RayExecutor(cluster, pool, WallClock(), checkpoint_dir=...),
-    # cluster, its throughput table, the WallClock, a runtime job type such as "resnet", round_s of
-    # ~20 s, rate_rtol ~0.5, step_slack of one iteration, time_slack_s ~1 s, fail_next=a hook that kills
-    # the worker on a GPU), shuts the pool down on exit, and list it here as
-    #     pytest.param(ray_executor, id="ray", marks=pytest.mark.runtime),
-    # so that every test below runs against it too (the `runtime` marker and the ray_session fixture of
-    # tests/runtime/conftest.py select and start Ray).
+    pytest.param(ray_executor, id="ray", marks=pytest.mark.runtime),
 ]
 
 
@@ -113,6 +141,17 @@ def _lease(h: Harness, job_id: int, gpus: tuple[int, ...], max_steps: float, cop
 def _nodes(h: Harness) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The GPUs of the first two nodes (of different types)."""
     return h.cluster.gpus_of_node(0), h.cluster.gpus_of_node(1)
+
+
+def _run_round(h: Harness, plan: RoundPlan) -> RoundReport:
+    """``plan`` run by the executor, once the jobs its leases name are known to it (a job's size: its
+    largest lease's ``max_steps``)."""
+    jobs: dict[int, Job] = {}
+    for le in plan.leases:
+        steps = max(le.max_steps, jobs[le.job_id].total_steps if le.job_id in jobs else 0.0)
+        jobs[le.job_id] = Job(le.job_id, le.job_type, le.scale_factor, steps)
+    h.prepare(list(jobs.values()))
+    return h.executor.run_round(plan)
 
 
 def _check_report(plan: RoundPlan, report: RoundReport, h: Harness) -> None:
@@ -135,13 +174,13 @@ def _check_report(plan: RoundPlan, report: RoundReport, h: Harness) -> None:
 
 @pytest.fixture(params=EXECUTORS)
 def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    with request.param() as h:
+    with request.param(request) as h:
         yield h
 
 
 def test_an_empty_round_ends_at_its_start(harness: Harness) -> None:
     now = harness.clock.now()
-    report = harness.executor.run_round(RoundPlan(now, harness.round_s, ()))
+    report = _run_round(harness, RoundPlan(now, harness.round_s, ()))
     assert report.results == () and report.end_s == report.start_s == now
 
 
@@ -150,7 +189,7 @@ def test_a_round_of_long_leases_runs_to_its_planned_end(harness: Harness) -> Non
     a, b = _nodes(h)
     plan = RoundPlan(h.clock.now(), h.round_s, (_lease(h, 1, a[:1], 1e12), _lease(h, 2, a[1:2], 1e12),
                                                  _lease(h, 3, b[:2], 1e12)))
-    report = h.executor.run_round(plan)
+    report = _run_round(h, plan)
     _check_report(plan, report, h)
     for r in report.results:
         assert not r.failed and r.steps > 0
@@ -163,7 +202,7 @@ def test_a_round_ends_when_its_last_lease_ends(harness: Harness) -> None:
     short = {1: (a[:1], 0.2), 2: (b[:1], 0.3)}  # job -> (GPUs, share of the round it needs)
     leases = tuple(_lease(h, j, g, math.floor(h.rate(g[0]) * f * h.round_s)) for j, (g, f) in short.items())
     plan = RoundPlan(h.clock.now(), h.round_s, leases)
-    report = h.executor.run_round(plan)
+    report = _run_round(h, plan)
     _check_report(plan, report, h)
     for r, lease in zip(sorted(report.results, key=lambda r: r.job_id), leases, strict=True):
         assert lease.max_steps - h.step_slack <= r.steps <= lease.max_steps
@@ -176,7 +215,7 @@ def test_a_cut_round_ends_by_its_cut(harness: Harness) -> None:
     cut = 0.25 * h.round_s  # the engine shortened the round (an arrival, a predicted completion)
     lease = _lease(h, 1, a[:1], 1e12)
     plan = RoundPlan(h.clock.now(), cut, (lease,))
-    report = h.executor.run_round(plan)
+    report = _run_round(h, plan)
     _check_report(plan, report, h)
     (r,) = report.results
     assert r.steps <= h.rate(a[0]) * cut * (1 + h.rate_rtol) + h.step_slack
@@ -187,7 +226,7 @@ def test_estimate_rate_matches_progress(harness: Harness) -> None:
     a, b = _nodes(h)
     leases = (_lease(h, 1, a[:1], 1e12), _lease(h, 2, b[:2], 1e12))
     plan = RoundPlan(h.clock.now(), h.round_s, leases)
-    report = h.executor.run_round(plan)
+    report = _run_round(h, plan)
     _check_report(plan, report, h)
     for r, lease in zip(sorted(report.results, key=lambda r: r.job_id), leases, strict=True):
         rate = h.executor.estimate_rate(lease)
@@ -205,7 +244,7 @@ def test_forked_copies_together_never_exceed_the_jobs_remaining_steps(harness: H
     remaining = math.floor(0.5 * together * h.round_s)  # the two copies finish it halfway through the round
     leases = (_lease(h, 5, a[:2], remaining, copy=0, sf=2), _lease(h, 5, b[:2], remaining, copy=1, sf=2))
     plan = RoundPlan(h.clock.now(), h.round_s, leases)
-    report = h.executor.run_round(plan)
+    report = _run_round(h, plan)
     _check_report(plan, report, h)
     done = sum(r.steps for r in report.results)
     assert remaining - 2 * h.step_slack <= done <= remaining * (1 + 1e-12)
@@ -218,7 +257,7 @@ def test_a_failed_lease_reports_no_steps(harness: Harness) -> None:
     a, b = _nodes(h)
     h.fail_next(a[0])
     leases = (_lease(h, 1, a[:1], 1e12), _lease(h, 2, b[:1], 1e12))
-    report = h.executor.run_round(RoundPlan(h.clock.now(), h.round_s, leases))
+    report = _run_round(h, RoundPlan(h.clock.now(), h.round_s, leases))
     by_job = {r.job_id: r for r in report.results}
     assert by_job[1].failed and by_job[1].steps == 0
     assert not by_job[2].failed and by_job[2].steps > 0
@@ -228,6 +267,7 @@ def _run(h: Harness, jobs: list[Job]) -> dict[int, tuple[float | None, float | N
     """Run ``jobs`` through the engine (whole gangs, rounds cut); job id -> (first start, finish, steps done)."""
     engine, ledger = wire(GreedyCountsPolicy(), h.cluster, h.table, h.executor, h.clock, round_s=h.round_s,
                           track_copies=True)
+    h.prepare(jobs)
     engine.run(Workload(jobs))
     return {jid: (rec.first_start_s, rec.finish_s, sum(c.steps for c in rec.copies if not c.failed))
             for jid, rec in ledger.records.items()}

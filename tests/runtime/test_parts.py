@@ -205,3 +205,19 @@ def test_the_worker_keeps_the_last_saved_state_in_memory_for_the_next_lease(tmp_
     other = w.run_lease(dataclasses.replace(spec, job_id=2, checkpoint=str(tmp_path / "job-2.pt")))
     assert other.ok and not other.continued  # another job: the first job's state was dropped
     assert w._cache.entry is not None and w._cache.entry.job_id == 2
+
+
+def test_forked_copies_get_whole_iterations_and_together_exactly_the_remaining_steps():
+    from hadar.model.plan import Lease, RoundPlan
+    from hadar.runtime import forks
+
+    leases = (Lease(5, "j", 2, (0, 1), 179.0, copy=0), Lease(5, "j", 2, (2, 3), 179.0, copy=1),
+              Lease(6, "j", 1, (4,), 50.0), Lease(7, "j", 1, (5,), 9.0, copy=0), Lease(7, "j", 2, (6, 7), 9.0, copy=1))
+    rates = {0: 30.0, 2: 10.0, 4: 1.0, 5: 1.0, 6: 3.0}
+    out = forks.split(RoundPlan(0.0, 10.0, leases), lambda le: rates[le.gpus[0]])
+    assert sorted(out) == [0, 1, 3, 4]  # job 6 has one lease: not forked
+    # job 5: 134.25 and 44.75 by rate -> 134 and 44 in 2-step iterations; the step left goes to the faster copy
+    assert [out[0].max_steps, out[1].max_steps] == [135.0, 44.0]
+    assert [(out[0].shard_offset, out[1].shard_offset, out[0].shards)] == [(0, 2, 4)]
+    # job 7: 2.25 on one GPU, 6.75 on two -> 2 and 6, the step left to the 2-GPU copy (the faster)
+    assert [out[3].max_steps, out[4].max_steps] == [2.0, 7.0]

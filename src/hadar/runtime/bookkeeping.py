@@ -28,11 +28,17 @@ class Bookkeeper:
         self.cluster, self.tracker, self.on_event = cluster, tracker, on_event
 
     def success(self, info: JobProgress, lease: Lease, head: LeaseOutcome, round_no: int, end: float,
-                forked: bool) -> LeaseResult:
+                forked: bool, limit: float) -> LeaseResult:
         """A lease that completed: its steps count (a forked copy's progress waits for the merge); rank 0's
-        reported metrics become the job's (a forked job's: each copy's in turn, then the merged model's)."""
+        reported metrics become the job's (a forked job's: each copy's in turn, then the merged model's).
+
+        ``limit``: the steps the lease had (the job's remaining steps, or a copy's share of them). A W-GPU
+        gang advances in whole iterations of W steps, so its last iteration may go past ``limit`` (a job of
+        7 steps on 2 GPUs runs 4 iterations): only ``limit`` counts as progress, as the scheduler's ledger
+        expects (no lease, and no set of copies, exceeds what the job had left); its rate counts every step."""
         world = len(lease.gpus)
-        steps = float(head.iterations * world)
+        done = float(head.iterations * world)
+        steps = min(done, limit)
         start = info.steps
         if not forked:
             info.steps += steps
@@ -46,14 +52,14 @@ class Bookkeeper:
             self.warn(info, text)
         if head.output:
             info.write_log(f"round {round_no}, copy {lease.copy}, GPUs {list(lease.gpus)}: output", head.output)
-        self.observe(lease, steps, head.train_s, end)
+        self.observe(lease, done, head.train_s, end)
         self.on_event({"t": end, "event": "lease", "job": lease.job_id, "copy": lease.copy, "round": round_no,
                        "gpus": list(lease.gpus), "iterations": head.iterations, "start_digest": head.start_digest,
                        "steps": steps, "progress_from": start, "progress_to": start + steps,
                        "restored": head.restored, "continued": head.continued, "train_s": head.train_s,
                        "metrics": dict(head.metrics)})
         metrics = {"train_s": head.train_s, "restore_s": head.restore_s, "save_s": head.save_s,
-                   "rate": steps / head.train_s if head.train_s > 0 else 0.0, "iterations": float(head.iterations),
+                   "rate": done / head.train_s if head.train_s > 0 else 0.0, "iterations": float(head.iterations),
                    **head.metrics}
         return LeaseResult(lease.job_id, lease.copy, lease.gpus, steps, end, metrics=metrics)
 

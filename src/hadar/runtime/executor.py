@@ -284,7 +284,8 @@ class RayExecutor:
         stats.restore_s = max(stats.restore_s, *(o.restore_s for o in outcomes if o is not None))
         stats.save_s = max(stats.save_s, head.save_s)
         stats.continued += int(head.continued)
-        return self.book.success(info, lease, head, stats.round, end, forked=p.fork is not None)
+        limit = p.fork.max_steps if p.fork is not None else lease.max_steps
+        return self.book.success(info, lease, head, stats.round, end, forked=p.fork is not None, limit=limit)
 
     def _commit(self, info: JobProgress) -> None:
         """The lease succeeded: what it saved becomes the job's checkpoint."""

@@ -9,6 +9,7 @@ the copies that saved into the canonical checkpoint; a copy that failed is left 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,7 +27,12 @@ class Fork:
 
 
 def split(plan: RoundPlan, rate: Callable[[Lease], float]) -> dict[int, Fork]:
-    """Lease index -> its place among its job's copies, for the jobs with several leases this round."""
+    """Lease index -> its place among its job's copies, for the jobs with several leases this round.
+
+    Each copy's share of the remaining steps follows its expected rate, in whole iterations of its gang
+    (a W-GPU copy advances W steps at a time); what rounding down leaves goes to the fastest copy, whose
+    last iteration may then be partly surplus (the executor counts only its share). So the copies
+    together are given exactly the job's remaining steps, and at most one iteration is not all used."""
     by_job: dict[int, list[int]] = {}
     for i, lease in enumerate(plan.leases):
         by_job.setdefault(lease.job_id, []).append(i)
@@ -38,9 +44,14 @@ def split(plan: RoundPlan, rate: Callable[[Lease], float]) -> dict[int, Fork]:
         rates = [rate(plan.leases[i]) for i in order]
         total = sum(rates)
         shards = sum(len(plan.leases[i].gpus) for i in order)
+        exact = [plan.leases[i].max_steps * (r / total if total > 0 else 1 / len(order))
+                 for i, r in zip(order, rates, strict=True)]
+        whole: list[float] = [math.floor(x / len(plan.leases[i].gpus) + 1e-9) * len(plan.leases[i].gpus)
+                              for i, x in zip(order, exact, strict=True)]
+        fastest = max(range(len(order)), key=lambda n: (rates[n], -n))
+        whole[fastest] += sum(exact) - sum(whole)
         offset = 0
-        for i, r in zip(order, rates, strict=True):
-            share = r / total if total > 0 else 1 / len(order)
-            out[i] = Fork(len(order), offset, shards, plan.leases[i].max_steps * share)
+        for i, share in zip(order, whole, strict=True):
+            out[i] = Fork(len(order), offset, shards, share)
             offset += len(plan.leases[i].gpus)
     return out
