@@ -29,6 +29,7 @@ _SUBCOMMANDS = {
     "run": "hadar.runtime.cli",
     "experiment": "hadar.runtime.experiment",
     "report": "hadar.report",
+    "trace": "hadar.cli_trace",
 }
 
 

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hadar.errors import InputError
+from hadar.errors import HadarError, InputError
 
 DEFAULT_POLICIES = "hadar,max_min_fairness_perf,yarn_cs"
 RATIO_KEYS = {"avg_jct_s": "jct_vs_baseline", "makespan_s": "ttd_vs_baseline",
@@ -70,8 +70,14 @@ def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
         source, cluster, table, kwargs = load_inputs(args)  # a fresh, identical workload per policy
         total = len(source) if isinstance(source, list) else (kwargs["window"][1] - kwargs["window"][0])
         with progress_bar(total, name, args) as bar:
-            runs[name] = simulate(source, cluster, table, name, record_events=args.out is not None,
-                                  progress=bar.update, profiles=profiles, **kwargs)
+            try:
+                runs[name] = simulate(source, cluster, table, name, record_events=args.out is not None,
+                                      progress=bar.update, profiles=profiles, **kwargs)
+            except HadarError as e:
+                if name != "isolated" or "isolated" in names:
+                    raise
+                raise InputError(f"finish-time fairness needs each job run alone (the `isolated` policy), which "
+                                 f"failed: {e} (--no-ftf skips it)") from None
     results = []
     for name in names:
         s = dict(runs[name].summary)
@@ -116,7 +122,7 @@ COLUMNS = (("policy", "policy", None), ("avg JCT h", "avg_jct_s", 3600), ("p99 J
            ("TTD h", "makespan_s", 3600), ("util", "utilization", 1), ("queue h", "avg_queuing_delay_s", 3600),
            ("FTF mean", "ftf_mean", 1), ("FTF max", "ftf_max", 1), ("stretch", "stretch", 1),
            ("TTD/bound", "ttd_over_bound", 1), ("JCT/base", "jct_vs_baseline", 1),
-           ("TTD/base", "ttd_vs_baseline", 1), ("queue/base", "queuing_vs_baseline", 1))
+           ("TTD/base", "ttd_vs_baseline", 1), ("queue/base", "queuing_vs_baseline", 1), ("wall s", "wall_s", 1))
 
 
 def format_table(results: list[dict[str, Any]]) -> str:

@@ -214,7 +214,8 @@ class Engine:
         report = self.executor.run_round(plan)
         ended = self.ledger.apply(plan, report)
         self.stats.rounds += 1
-        self.on_event({"t": plan.start_s, "event": "round", "end": report.end_s,
+        busy = sum(max(0.0, r.end_s - report.start_s) * len(r.gpus) for r in report.results)
+        self.on_event({"t": plan.start_s, "event": "round", "end": report.end_s, "busy_gpu_s": busy,
                        "leases": [[lease.job_id, lease.copy, list(lease.gpus), lease.extended]
                                   for lease in plan.leases]})
         for jid in sorted(ended, key=lambda j: (self._end_time(j), j)):

@@ -1,7 +1,8 @@
 """``hadar report DIR``: a Markdown and/or HTML report of a run's or an experiment's output folder.
 
 A run folder (``hadar run --out`` / ``hadar simulate``-style: ``summary.json``, ``jobs.csv``,
-``events.jsonl``) gives its summary, per-job table and model quality; an experiment folder
+``events.jsonl``) gives its summary, per-job table and model quality; a ``hadar compare --out``
+folder (``compare.json`` + one run folder per policy) its table and plots; an experiment folder
 (``hadar experiment hadare --out``: ``experiment.json`` + one run folder per policy and seed) gives
 the side-by-side table over seeds. Plots (``metrics/plots.py``, rendered from the files, never from
 live objects): JCT CDF, utilization over time, placement timeline, and final model quality per job.
@@ -45,13 +46,13 @@ def write_report(folder: Path, out: Path | None = None, fmt: str = "md") -> list
         raise InputError(f"report: {folder} is not a folder")
     out = Path(out or folder)
     plots = out / "plots"
+    kinds = (("experiment.json", _experiment), ("compare.json", _compare), ("summary.json", _run))
+    render = next((f for name, f in kinds if (folder / name).is_file()), None)
+    if render is None:
+        raise InputError(f"report: {folder} has none of summary.json (a run), compare.json (hadar compare --out) "
+                         "and experiment.json (an experiment)")
     plots.mkdir(parents=True, exist_ok=True)
-    if (folder / "experiment.json").is_file():
-        blocks = _experiment(folder, plots)
-    elif (folder / "summary.json").is_file():
-        blocks = _run(folder, plots)
-    else:
-        raise InputError(f"report: {folder} has neither summary.json (a run) nor experiment.json (an experiment)")
+    blocks = render(folder, plots)
     written = []
     if fmt in ("md", "both"):
         written.append(out / "report.md")
@@ -107,6 +108,30 @@ def _run(folder: Path, plots: Path) -> list[tuple[str, Any]]:
     q = {f"{r['job_id']} {r['job_type'].split(' ')[0]}": _f(r.get("quality_final")) for r in rows}
     if any(v is not None for v in q.values()):
         blocks.append(("img", _quality_plot({name: q}, plots / "quality.png")))
+    return blocks
+
+
+# ---- hadar compare --out ------------------------------------------------------------------------------------
+def _compare(folder: Path, plots: Path) -> list[tuple[str, Any]]:
+    from hadar.compare import format_table
+    from hadar.metrics import plots as P
+
+    results = json.loads((folder / "compare.json").read_text()).get("results", [])
+    blocks: list[tuple[str, Any]] = [("h1", f"Compare report: {folder.name}"), ("pre", format_table(results))]
+    jcts: dict[str, list[float | None]] = {}
+    series = {}
+    loaded = {r["policy"]: _load_run(folder / r["policy"]) for r in results
+              if (folder / r["policy"] / "summary.json").is_file()}
+    n = max((_num_gpus(events) for _, _, events in loaded.values()), default=1)
+    for name, (_, rows, events) in loaded.items():
+        jcts[name] = [_f(x.get("jct_s")) for x in rows]
+        if events:
+            series[name] = P.utilization_series(events, n)
+    blocks.append(("h2", "Plots"))
+    if jcts:
+        blocks.append(("img", P.jct_cdf(jcts, plots / "jct_cdf.png")))
+    if series:
+        blocks.append(("img", P.utilization(series, plots / "utilization.png")))
     return blocks
 
 

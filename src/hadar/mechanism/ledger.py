@@ -205,9 +205,8 @@ class JobLedger:
         self.lease_opportunities += len(prev)
         ran: dict[int, list[int]] = {}
         finished: list[int] = []
-        for lease in plan.leases:
-            if lease.extended:
-                self.lease_extensions += 1
+        # per job, as the opportunities are: a forked job whose copies keep their GPUs counts once
+        self.lease_extensions += len({lease.job_id for lease in plan.leases if lease.extended} & prev.keys())
         for res in report.results:
             rec = self.records[res.job_id]
             if rec.cancelled_s is not None:

@@ -1,7 +1,7 @@
 """Plots rendered from run results (per-job rows and the round event log), never from live objects.
 
 - ``jct_cdf``: CDF of job completion times, one line per policy;
-- ``utilization``: busy GPUs / all GPUs per round, one line per policy;
+- ``utilization``: busy GPU time / all GPU time per round (as the summary counts it), one line per policy;
 - ``placement_timeline``: which job ran on which GPU, round by round (small runs).
 
 matplotlib is imported lazily with the non-interactive Agg backend.
@@ -9,6 +9,7 @@ matplotlib is imported lazily with the non-interactive Agg backend.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from hadar.arrays import FloatArray
+
+logger = logging.getLogger(__name__)
 
 #: placement timelines are drawn only up to this many GPUs and rounds (beyond, they are unreadable)
 TIMELINE_MAX_GPUS = 64
@@ -36,7 +39,8 @@ def _save(plt: Any, fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str) -> 
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:  # a plot with no labelled line (no jobs, say) gets no legend
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -44,11 +48,23 @@ def _save(plt: Any, fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str) -> 
 
 
 def utilization_series(events: Sequence[Mapping[str, Any]], num_gpus: int) -> tuple[FloatArray, FloatArray]:
-    """(round start times in s, fraction of GPUs leased) from ``round`` events."""
-    rounds = [e for e in events if e.get("event") == "round"]
-    t = np.array([e["t"] for e in rounds], dtype=float)
-    busy = np.array([sum(len(lease[2]) for lease in e["leases"]) for e in rounds], dtype=float)
-    return t, busy / max(num_gpus, 1)
+    """(times in s, fraction of GPUs busy from then on) from ``round`` events: a round's busy GPU-seconds
+    over its GPU-seconds (the summary's utilization is the time average of this), 0 in gaps between
+    rounds. Logs without ``busy_gpu_s`` (older runs) count the GPUs leased instead."""
+    rounds = sorted((e for e in events if e.get("event") == "round"), key=lambda e: float(e["t"]))
+    t: list[float] = []
+    u: list[float] = []
+    for i, e in enumerate(rounds):
+        span = float(e.get("end", e["t"])) - float(e["t"])
+        leased = sum(len(lease[2]) for lease in e["leases"])
+        busy = float(e["busy_gpu_s"]) / span if "busy_gpu_s" in e and span > 0 else float(leased)
+        t.append(float(e["t"]))
+        u.append(busy / max(num_gpus, 1))
+        nxt = float(rounds[i + 1]["t"]) if i + 1 < len(rounds) else None
+        if span > 0 and (nxt is None or nxt > float(e["t"]) + span):
+            t.append(float(e["t"]) + span)
+            u.append(0.0)
+    return np.array(t, dtype=float), np.array(u, dtype=float)
 
 
 def jct_cdf(jcts: Mapping[str, Sequence[float | None]], path: Path) -> Path:
@@ -69,14 +85,23 @@ def utilization(series: Mapping[str, tuple[FloatArray, FloatArray]], path: Path)
     for name, (t, u) in series.items():
         ax.step(t / 3600.0, u, where="post", label=name, lw=1)
     ax.set_ylim(0, 1.05)
-    return _save(plt, fig, ax, path, "time (h)", "GPUs leased / all GPUs")
+    return _save(plt, fig, ax, path, "time (h)", "GPU time busy / all GPU time")
+
+
+def timeline_skipped(gpus: int, rounds: int) -> str | None:
+    """Why a placement timeline is not drawn (too large to read), or None."""
+    if gpus > TIMELINE_MAX_GPUS:
+        return f"{gpus} GPUs (drawn up to {TIMELINE_MAX_GPUS})"
+    if rounds > TIMELINE_MAX_ROUNDS:
+        return f"{rounds} rounds (drawn up to {TIMELINE_MAX_ROUNDS})"
+    return None
 
 
 def placement_timeline(events: Sequence[Mapping[str, Any]], gpu_labels: Sequence[str], path: Path,
                        title: str = "") -> Path | None:
     """GPU x time chart, one colour per job; None when the run is too large to draw legibly."""
     rounds = [e for e in events if e.get("event") == "round"]
-    if len(gpu_labels) > TIMELINE_MAX_GPUS or len(rounds) > TIMELINE_MAX_ROUNDS or not rounds:
+    if timeline_skipped(len(gpu_labels), len(rounds)) or not rounds:
         return None
     plt = _plt()
     cmap = plt.get_cmap("tab20")
@@ -108,4 +133,6 @@ def write_run_plots(out: Path, runs: Mapping[str, Any], cluster: Any) -> list[Pa
         p = placement_timeline(runs[n].events, labels, out / f"placement_{n}.png", title=f"placement: {n}")
         if p is not None:
             written.append(p)
+        elif why := timeline_skipped(len(labels), sum(1 for e in runs[n].events if e.get("event") == "round")):
+            logger.warning("placement timeline of %s not drawn: %s", n, why)
     return written

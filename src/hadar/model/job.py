@@ -58,7 +58,9 @@ class Job:
     ``job_type`` names a model + batch size, a key of the throughput table
     (e.g. ``"ResNet-50 (batch size 64)"``); ``scale_factor`` is the number of
     GPUs (tasks) it asks for; ``total_steps`` is its size in the throughput
-    table's steps; ``arrival_s`` is when it is submitted.
+    table's steps; ``arrival_s`` is when it is submitted. ``extra`` carries a CSV
+    job list's other columns (name, value) in file order, e.g. an imported trace's
+    source id and fields: nothing schedules on them, ``jobs.csv`` writes them back.
     """
 
     job_id: int
@@ -75,6 +77,7 @@ class Job:
     needs_data_dir: bool = False
     origin: str = ""  # where it came from, e.g. "small_test.trace:3", for error messages
     train: TrainSpec | None = None  # what the real runtime runs (None: a simulated job type only)
+    extra: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         where = self.origin or f"job {self.job_id} ({self.job_type})"

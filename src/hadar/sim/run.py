@@ -31,6 +31,8 @@ class SimResult:
     rows: list[JobRow]
     events: list[dict[str, Any]] = field(default_factory=list)
     stats: RunStats | None = None
+    #: job id -> the job's ``extra`` columns (a CSV job list's own columns), for ``jobs.csv``
+    extra: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: ThroughputTable, policy: str | Policy, *,
@@ -67,21 +69,25 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     summary["decision_s_per_round"] = (sum(stats.per_round_decision_s) / len(stats.per_round_decision_s)
                                        if stats.per_round_decision_s else 0.0)
     summary["solve_s_total"] = stats.solve_s
-    return SimResult(summary, rows, events, stats)
+    extra = {j.job_id: j.extra for j in workload.jobs if j.job_id in measured and j.extra}
+    return SimResult(summary, rows, events, stats, extra)
 
 
 def write_outputs(result: SimResult, out: Path) -> None:
-    """summary.json, jobs.csv (one row per job), events.jsonl."""
+    """summary.json, jobs.csv (one row per job; a CSV job list's extra columns after JobRow's), events.jsonl."""
     import csv
     from dataclasses import asdict, fields
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
+    own = [fl.name for fl in fields(JobRow)]
+    extra = [k for k in dict.fromkeys(k for cols in result.extra.values() for k, _ in cols) if k not in own]
     with (out / "jobs.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow([fl.name for fl in fields(JobRow)])
+        w.writerow(own + extra)
         for row in result.rows:
-            w.writerow(["" if v is None else v for v in asdict(row).values()])
+            theirs = dict(result.extra.get(row.job_id, ()))
+            w.writerow(["" if v is None else v for v in asdict(row).values()] + [theirs.get(k, "") for k in extra])
     with (out / "events.jsonl").open("w") as f:
         for e in result.events:
             f.write(json.dumps(e) + "\n")

@@ -113,13 +113,18 @@ def _job(job_id: int, job_type: str, sf: float, steps: float, arrival: float, we
 _FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight")
 
 
-def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None) -> Job:
-    """One job of a CSV/YAML list: a ``job_type`` or an ``entrypoint`` (user function) job (``hadar.job.spec``)."""
+def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None, *, carry: bool = False) -> Job:
+    """One job of a CSV/YAML list: a ``job_type`` or an ``entrypoint`` (user function) job (``hadar.job.spec``).
+
+    Fields it does not know are an error, unless ``carry`` (a CSV's extra columns): then they are
+    kept, as strings in record order, in ``Job.extra``.
+    """
     if not isinstance(rec, dict):
         raise InputError(f"{where}: each job must be a mapping with keys {', '.join(_FIELDS)}")
     unknown = set(rec) - set(_FIELDS) - set(TRAIN_FIELDS)
-    if unknown:
+    if unknown and not carry:
         raise InputError(f"{where}: unknown job field(s): {', '.join(sorted(unknown))}")
+    extra = tuple((k, str(v)) for k, v in rec.items() if k in unknown)
     if rec.get("total_steps") in (None, ""):
         raise InputError(f"{where}: missing total_steps")
     job_type, scale, train = job_fields(rec, where, job_id, folder)
@@ -129,7 +134,7 @@ def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None)
     if num["scale_factor"] != int(num["scale_factor"]):
         raise InputError(f"{where}: scale_factor must be an integer")
     return _job(job_id, job_type, num["scale_factor"], num["total_steps"], num["arrival_s"],
-                num["priority_weight"], where, train=train)
+                num["priority_weight"], where, train=train, extra=extra)
 
 
 def _sorted(jobs: list[Job]) -> list[Job]:
@@ -139,12 +144,22 @@ def _sorted(jobs: list[Job]) -> list[Job]:
 
 
 def _read_csv(p: Path) -> list[Job]:
+    """A CSV job list; columns besides the job fields are carried in ``Job.extra`` (empty cells as "")."""
     with p.open(newline="") as f:
         reader = csv.DictReader(f)
-        if reader.fieldnames is None or not {"job_type", "entrypoint"} & set(reader.fieldnames):
+        names = reader.fieldnames
+        if names is None or not {"job_type", "entrypoint"} & set(names):
             raise InputError(f"{p.name}: CSV needs a header with at least job_type (or entrypoint),total_steps")
-        jobs = [_from_record({k: v for k, v in row.items() if v not in (None, "")}, f"{p.name}:{n}", n - 2, p.parent)
-                for n, row in enumerate(reader, start=2)]
+        if len(set(names)) != len(names) or any(not n.strip() for n in names):
+            raise InputError(f"{p.name}: CSV header has an empty or repeated column name")
+        known = set(_FIELDS) | set(TRAIN_FIELDS)
+        jobs = []
+        for n, row in enumerate(reader, start=2):
+            if None in row:
+                raise InputError(f"{p.name}:{n}: more cells than the header has columns")
+            rec = {k: v for k, v in row.items() if (v not in (None, "") or k not in known)}
+            jobs.append(_from_record({k: "" if v is None else v for k, v in rec.items()}, f"{p.name}:{n}", n - 2,
+                                     p.parent, carry=True))
     return _sorted(jobs)
 
 

@@ -1,0 +1,122 @@
+"""Policies side by side on real cluster traces (issue 17, items 2-4): slices of Microsoft's Philly
+job table (several virtual clusters and windows) imported with `hadar trace import philly`'s rules
+(seed 0), on 8:16:24, 16:16:16 and 4:8:12 clusters and one of 8-GPU nodes with 8-GPU jobs.
+
+Prints one table: per workload and policy, avg and p99 JCT, FTF mean and max, queuing delay,
+utilization, TTD, and the issue's goals: `hadar ok` where Hadar's avg JCT <= 0.97x LAS's, its p99
+JCT <= 1.05x and its FTF max <= 1.05x LAS's (or <= 2); `hadare ok` where HadarE's FTF max <=
+max(2, 1.25x LAS's) and its queuing delay <= LAS's. `XX` where a goal is missed. A progress bar
+on stderr only on a terminal.
+
+    .venv/bin/python bench/bench_real_traces.py [--philly FILE] [--only NAME,NAME] [--policies A,B]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hadar.config import parse_cluster
+from hadar.metrics.summary import ftf
+from hadar.model.throughput import ThroughputTable
+from hadar.sim.importers import PHILLY, PHILLY_GROUP, Selection, import_trace, write_rows
+from hadar.sim.run import simulate
+from hadar.sim.trace import read_jobs
+
+PHILLY_FILE = Path(__file__).resolve().parents[2] / "shared" / "real-traces" / "philly.csv"
+POLICIES = ("max_min_fairness_perf", "hadar", "hadare", "yarn_cs")
+# name, virtual cluster, start, jobs, cluster, GPUs per node
+WORKLOADS: tuple[tuple[str, str, str, int, str, int], ...] = (
+    ("6214e9 oct16 8:16:24", "6214e9", "2017-10-16", 80, "8:16:24", 1),
+    ("6214e9 nov01 16:16:16", "6214e9", "2017-11-01", 80, "16:16:16", 1),
+    ("6214e9 dec01 4:8:12", "6214e9", "2017-12-01", 80, "4:8:12", 1),
+    ("11cb48 oct02 8:16:24", "11cb48", "2017-10-02", 80, "8:16:24", 1),
+    ("11cb48 nov15 4:8:12", "11cb48", "2017-11-15", 80, "4:8:12", 1),
+    ("6c71a0 oct10 8:16:24", "6c71a0", "2017-10-10", 60, "8:16:24", 1),
+    ("6c71a0 nov20 16:16:16", "6c71a0", "2017-11-20", 60, "16:16:16", 1),
+    ("b436b2 oct20 8:16:24", "b436b2", "2017-10-20", 60, "8:16:24", 1),
+    ("0e4a51 oct15 4:8:12", "0e4a51", "2017-10-15", 60, "4:8:12", 1),
+    ("ed69ec oct01 8:16:24", "ed69ec", "2017-10-01", 60, "8:16:24", 1),
+    ("ee9e8c oct01 16x8-GPU", "ee9e8c", "2017-10-01", 40, "16:16:16", 8),
+    ("2869ce oct01 16x8-GPU", "2869ce", "2017-10-01", 30, "16:16:16", 8),
+)
+
+
+def workload(philly: Path, vc: str, start: str, jobs: int, folder: Path) -> Path:
+    table = ThroughputTable.load()
+    rows = import_trace(philly, PHILLY, Selection(where=((PHILLY_GROUP, vc),), start=start, jobs=jobs), table)
+    out = folder / f"{vc}-{start}-{jobs}.csv"
+    write_rows(rows, out)
+    return out
+
+
+def measure(trace: Path, cluster: str, per_node: int, policies: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    table = ThroughputTable.load()
+    runs = {p: simulate(read_jobs(trace), parse_cluster(cluster, per_node), table, p)
+            for p in (*policies, "isolated")}
+    out = {}
+    for p in policies:
+        out[p] = {**runs[p].summary, **ftf(runs[p].rows, runs["isolated"].rows)}
+    return out
+
+
+def goals(res: dict[str, dict[str, Any]]) -> dict[str, bool]:
+    las = res.get("max_min_fairness_perf")
+    if las is None:
+        return {}
+    out = {}
+    if "hadar" in res:
+        h = res["hadar"]
+        out["hadar"] = (h["avg_jct_s"] <= 0.97 * las["avg_jct_s"] and h["p99_jct_s"] <= 1.05 * las["p99_jct_s"]
+                        and (h["ftf_max"] <= 1.05 * las["ftf_max"] or h["ftf_max"] <= 2.0))
+    if "hadare" in res:
+        e = res["hadare"]
+        out["hadare"] = (e["ftf_max"] <= max(2.0, 1.25 * las["ftf_max"])
+                         and e["avg_queuing_delay_s"] <= las["avg_queuing_delay_s"] * (1 + 1e-9))
+    return out
+
+
+COLUMNS = ("avg JCT h", "p99 JCT h", "FTF mean", "FTF max", "queue h", "util", "TTD h", "JCT/LAS")
+
+
+def row(name: str, policy: str, s: dict[str, Any], las: dict[str, Any] | None, ok: bool | None) -> str:
+    cells = [s["avg_jct_s"] / 3600, s["p99_jct_s"] / 3600, s["ftf_mean"], s["ftf_max"],
+             s["avg_queuing_delay_s"] / 3600, s["utilization"], s["makespan_s"] / 3600,
+             s["avg_jct_s"] / las["avg_jct_s"] if las else float("nan")]
+    goal = "" if ok is None else ("ok" if ok else "XX")
+    return f"{name:24} {policy:22} " + " ".join(f"{c:9.3f}" for c in cells) + f"  {goal}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--philly", type=Path, default=PHILLY_FILE, help="Philly's job table")
+    ap.add_argument("--only", default="", help="comma-separated workload names (default: all)")
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    args = ap.parse_args()
+    if not args.philly.is_file():
+        sys.exit(f"no Philly job table at {args.philly} (--philly FILE; docs/traces.md says where to get it)")
+    only = set(args.only.split(",")) if args.only else None
+    policies = tuple(p for p in args.policies.split(",") if p)
+    chosen = [w for w in WORKLOADS if only is None or w[0] in only]
+    tty = sys.stderr.isatty()
+    print(f"{'workload':24} {'policy':22} " + " ".join(f"{c:>9}" for c in COLUMNS) + "  goal", flush=True)
+    missed = {"hadar": 0, "hadare": 0}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (name, vc, start, jobs, cluster, per_node) in enumerate(chosen):
+            if tty:
+                print(f"\r[{i}/{len(chosen)}] {name}...", end="", file=sys.stderr, flush=True)
+            res = measure(workload(args.philly, vc, start, jobs, Path(tmp)), cluster, per_node, policies)
+            ok = goals(res)
+            if tty:
+                print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
+            for p, s in res.items():
+                print(row(name, p, s, res.get("max_min_fairness_perf"), ok.get(p)), flush=True)
+                missed[p] = missed.get(p, 0) + (ok.get(p) is False)
+    print(f"workloads: {len(chosen)}; goals missed: hadar {missed['hadar']}, hadare {missed['hadare']}")
+
+
+if __name__ == "__main__":
+    main()
