@@ -28,6 +28,11 @@ _SUBCOMMANDS = {
     "run": "hadar.runtime.cli",
     "experiment": "hadar.runtime.experiment",
     "report": "hadar.report",
+    "serve": "hadar.service.cli",
+    "submit": "hadar.service.cli",
+    "status": "hadar.service.cli",
+    "cancel": "hadar.service.cli",
+    "logs": "hadar.service.cli",
 }
 
 

@@ -117,6 +117,7 @@ class RayExecutor:
         self.jobs: dict[int, JobProgress] = {}
         self.rounds: list[RoundStats] = []
         self.run_id = uuid.uuid4().hex
+        self.nodes: Any = None  # a node watcher (``runtime.nodes.NodeWatcher``) that cluster_view() asks
 
     def job(self, job_id: int, job_type: str) -> JobProgress:
         if job_id not in self.jobs:
@@ -171,8 +172,11 @@ class RayExecutor:
         return out
 
     def cluster_view(self) -> Cluster | None:
-        """Node changes seen on the Ray cluster (None: none; the service's node watcher fills this in)."""
-        return None
+        """Node changes seen on the Ray cluster (None: none, or no node watcher set)."""
+        view = self.nodes.poll() if self.nodes is not None else None
+        if view is not None:
+            self.cluster = view
+        return view
 
     def estimate_rate(self, lease: Lease) -> float | None:
         """Steps/s the lease should make: the tracker's (measured, else prior) rate for its job type,

@@ -1,0 +1,232 @@
+"""The service: the runtime's engine fed by the store, in a thread beside the HTTP server.
+
+Life of a job: ``submit`` checks the file, commits the jobs, then hands them
+to the live source; the engine admits them at its next boundary and the
+``StoredLedger`` commits every change. After a restart (even ``kill -9``) the
+store is the truth: jobs that never ran go back to the source; jobs that ran
+resume from their latest checkpoint (the progress it holds, at most the one
+round in flight is lost); ended jobs stay ended; cancellations asked for but
+not carried out are carried out.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hadar.build import policy_for_run, wire
+from hadar.errors import HadarError, InputError
+from hadar.mechanism.admission import validate_job
+from hadar.mechanism.ledger import DONE_EPS
+from hadar.model.cluster import Cluster
+from hadar.model.job import Job
+from hadar.policies.profiles import PolicySpec
+from hadar.runtime import checkpoint
+from hadar.service import runtime
+from hadar.service.record import EventLog, StoredLedger, cluster_json
+from hadar.service.source import LiveSource
+from hadar.service.specs import job_from_spec, parse_submission
+from hadar.service.store import ENDED, Store, Submitted
+
+log = logging.getLogger(__name__)
+RESOLVE_ON_CHANGE = 0.25  # as `hadar run`: re-solve when a measured rate moves this much from what the policy saw
+
+
+class Unavailable(HadarError):
+    """The service cannot take this request now (still connecting to Ray, or its engine stopped)."""
+
+
+class Conflict(HadarError):
+    """The request contradicts the job's state (cancelling a job that ended)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    state_dir: Path
+    cluster: Cluster | None  # None with an address: detected from the Ray nodes
+    address: str | None
+    policy: str = "max_min_fairness_perf"
+    profiles: Mapping[str, PolicySpec] | None = None
+    round_s: float = 10.0
+    seed: int = 0
+    dilation: float | None = None
+
+
+class Service:
+    """Owns the store, the live source and the engine thread; the API calls its methods."""
+
+    def __init__(self, opts: ServeOptions, store: Store) -> None:
+        self.opts, self.store = opts, store
+        self.run_policy = policy_for_run(opts.policy, seed=opts.seed, profiles=opts.profiles)
+        self.events = EventLog(store)
+        self.clock = runtime.ServiceClock(store.clock_s())
+        self.source = LiveSource(self.clock, on_boundary=self.events.flush)
+        self.cluster: Cluster | None = opts.cluster
+        self.state, self.error = "starting", ""
+        self.rates: dict[tuple[str, int], dict[str, tuple[float | None, float]]] = {}
+        self.backend: runtime.Backend | None = None
+        self._check_table = runtime.shape_table(opts.cluster) if opts.cluster is not None else None
+        self._thread: threading.Thread | None = None
+        self._resume = self._load()
+
+    # ---- start and stop -----------------------------------------------------------------
+    def start(self, on_exit: Callable[[], None]) -> None:
+        """Start Ray and the engine in a thread; ``on_exit`` runs if the engine stops for any reason."""
+        self._thread = threading.Thread(target=self._main, args=(on_exit,), name="hadar-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self.source.stop()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _main(self, on_exit: Callable[[], None]) -> None:
+        try:
+            self._run()
+            self.state = "stopped"
+        except HadarError as e:
+            self.state, self.error = "failed", str(e)
+            log.error("the scheduler stopped: %s", e)
+        except Exception as e:  # a bug: keep the message, stop serving
+            self.state, self.error = "failed", f"{type(e).__name__}: {e}"
+            log.exception("the scheduler failed")
+        finally:
+            on_exit()
+
+    def _run(self) -> None:
+        sess = runtime.start_session(self.opts.cluster, self.opts.address)
+        backend = None
+        try:
+            self.cluster = sess.cluster
+            self._check_table = runtime.shape_table(sess.cluster)
+            backend = runtime.start_backend(sess, self.clock, self.opts.state_dir / "checkpoints",
+                                            seed=self.opts.seed, run_id=self.store.run_id, on_event=self.events,
+                                            measured=self.store.throughputs(), dilation=self.opts.dilation)
+            self.backend = backend
+            engine, ledger = self._wire(backend)
+            self._resume_into(ledger, backend)
+            self._refresh(ledger)
+            self.state = "running"
+            log.info("scheduling on %d GPUs (%s), policy %s", sess.cluster.num_gpus,
+                     ", ".join(sess.cluster.gpu_types), self.run_policy.label)
+            engine.run(self.source)
+        finally:
+            if backend is not None:
+                backend.close()
+            elif sess.owned:
+                runtime.session.shutdown()
+
+    def _wire(self, backend: runtime.Backend) -> tuple[Any, StoredLedger]:
+        make = functools.partial(StoredLedger, store=self.store, events=self.events)
+        engine, ledger = wire(self.run_policy.policy, backend.executor.cluster, backend.prior, backend.executor,
+                              self.clock, round_s=self.opts.round_s, seed=self.opts.seed, on_event=self.events,
+                              make_ledger=make)
+        assert isinstance(ledger, StoredLedger)
+        jobs = backend.executor.jobs
+        ledger.checkpoint_steps = lambda jid: jobs[jid].steps if jid in jobs else 0.0
+        ledger.throughput_rows = lambda: runtime.tracker_rows(backend.tracker)
+        ledger.on_commit = functools.partial(self._refresh, ledger)
+        backend.executor.on_table = lambda t: ledger.update_table(t, resolve_if_moved=RESOLVE_ON_CHANGE)
+        with self.store.transaction() as con:
+            self.store.set_meta(con, "cluster", cluster_json(ledger.cluster))
+            self.store.set_meta(con, "policy", self.run_policy.label)
+        return engine, ledger
+
+    # ---- restart ----------------------------------------------------------------------
+    def _load(self) -> list[Any]:
+        """Unended jobs of the store: the ones that never ran go to the source now; the rest are returned
+        (they resume into the ledger once Ray is up); cancellations still pending are carried out."""
+        resume = []
+        now = self.clock.now()
+        for row in self.store.jobs(status=("queued", "running")):
+            if row["cancel_requested"]:
+                self._mark(int(row["id"]), "cancelled", now, "")
+            elif row["first_start_s"] is None and not self._checkpoint(int(row["id"])).exists():
+                self.source.add([job_from_spec(int(row["id"]), json.loads(row["spec"]))])
+            else:
+                resume.append(row)
+        return resume
+
+    def _checkpoint(self, job_id: int) -> Path:
+        return checkpoint.checkpoint_path(self.opts.state_dir / "checkpoints", job_id)
+
+    def _resume_into(self, ledger: StoredLedger, backend: runtime.Backend) -> None:
+        now = self.clock.now()
+        for row in self._resume:
+            jid = int(row["id"])
+            steps = runtime.checkpoint_steps(self._checkpoint(jid), self.store.run_id)
+            job = job_from_spec(jid, json.loads(row["spec"]))
+            if steps >= float(job.total_steps) * (1 - DONE_EPS):
+                self._mark(jid, "done", now, "", steps=steps)  # it finished just before the restart
+                continue
+            try:
+                ledger.add(job, done_steps=steps, attained_gpu_s=float(row["attained_gpu_s"]),
+                           first_start_s=row["first_start_s"])
+            except InputError as e:
+                self._mark(jid, "failed", now, f"cannot resume: {e}")
+                continue
+            rec = ledger.records[jid]
+            rec.rounds_run, rec.restarts = int(row["rounds_run"]), int(row["restarts"])
+            rec.steps_by_type = {str(k): float(v) for k, v in json.loads(row["steps_by_type"]).items()}
+            backend.executor.job(jid, job.job_type).steps = steps
+            with self.store.transaction() as con:
+                self.store.update_jobs(con, [{**ledger._row(jid), "status": "queued"}])
+                self.store.add_events(con, [{"t": now, "event": "resumed", "job": jid, "progress": steps,
+                                             "recorded": float(row["done_steps"])}])
+        self._resume = []
+
+    def _mark(self, job_id: int, status: str, at_s: float, failure: str, steps: float | None = None) -> None:
+        with self.store.transaction() as con:
+            con.execute("UPDATE jobs SET status = ?, finished_s = ?, failure = ?, gpus = '[]', "
+                        "done_steps = coalesce(?, done_steps), checkpoint_steps = coalesce(?, checkpoint_steps) "
+                        "WHERE id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
+                        (status, at_s, failure, steps, steps, job_id))
+            self.store.add_events(con, [{"t": at_s, "event": {"done": "finish", "failed": "job_failed"}.get(
+                status, status), "job": job_id, **({"error": failure} if failure else {})}])
+
+    # ---- what the API calls ----------------------------------------------------------------
+    def submit(self, text: str, name: str, base_dir: str | None, request_id: str) -> Submitted:
+        if self.state == "failed" or self.source.stopping:
+            raise Unavailable(f"the scheduler is not running ({self.error or 'stopping'})")
+        new = parse_submission(text, name, self.clock.now(), base_dir, self._check_fits)
+        sub = self.store.submit(new, request_id)
+        if not sub.duplicate:
+            self.source.add([job_from_spec(jid, n.spec) for jid, n in zip(sub.ids, new)])
+        return sub
+
+    def _check_fits(self, jobs: Sequence[Job]) -> None:
+        if self.cluster is None or self._check_table is None:
+            raise Unavailable("the service is still connecting to the Ray cluster; try again in a moment")
+        whole = Cluster(self.cluster.nodes)  # every node, up or not: a node that is down may come back
+        for job in jobs:
+            validate_job(job, whole, self._check_table, spans_types=self.run_policy.policy.traits.spans_types)
+
+    def cancel(self, job_id: int) -> str:
+        """``cancelled`` (it had not started), ``cancelling`` (ends at the next round boundary)."""
+        status = self.store.request_cancel(job_id)
+        if status is None:
+            raise KeyError(job_id)
+        if status in ENDED:
+            raise Conflict(f"job {job_id} already ended ({status})")
+        if self.source.cancel(job_id):
+            self._mark(job_id, "cancelled", self.clock.now(), "")
+            return "cancelled"
+        return "cancelling"
+
+    def _refresh(self, ledger: StoredLedger) -> None:
+        """After each commit: the throughput view the API shows (measured and estimated per type)."""
+        backend = self.backend
+        if backend is None:
+            return
+        measured = dict(backend.tracker.measured)
+        rates: dict[tuple[str, int], dict[str, tuple[float | None, float]]] = {}
+        for (jt, k), row in backend.prior.rates.items():
+            rates[(jt, k)] = {t: (measured.get((jt, k, t)), float(v)) for t, v in row.items()}
+        self.rates = rates
+        self.cluster = ledger.cluster

@@ -1,0 +1,100 @@
+"""The JSON the API returns, built from the store (jobs, rounds, events) and the live service
+(cluster view, throughput estimates, service clock). Documented in docs/api.md."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from hadar.service.scheduler import Service
+
+#: Event kinds ``hadar logs`` shows, and how.
+_LOG_FORMATS = {
+    "arrival": "arrived ({job_type}, {scale_factor} GPU(s))",
+    "resumed": "resumed after a restart from its checkpoint at {progress:g} steps",
+    "lease": "lease on GPUs {gpus}: {iterations} iterations, progress {progress_from:g} -> {progress_to:g} steps"
+             "{restored_text}",
+    "lease_failed": "lease on GPUs {gpus} failed: {error}",
+    "merge": "copies {copies} merged: progress {progress_to:g} steps",
+    "finish": "finished",
+    "job_failed": "failed: {error}",
+    "cancelled": "cancelled",
+}
+
+
+def job_view(row: sqlite3.Row, service: Service, now_s: float) -> dict[str, Any]:
+    total = float(row["total_steps"])
+    done = float(row["done_steps"])
+    end = row["finished_s"]
+    jct = (end if end is not None else now_s) - float(row["arrival_s"])
+    k = int(row["scale_factor"])
+    rates = service.rates.get((row["job_type"], k), {})
+    return {
+        "id": int(row["id"]), "name": row["name"], "job_type": row["job_type"], "gpus": k,
+        "status": row["status"], "progress": min(1.0, done / total) if total > 0 else 0.0,
+        "done_steps": done, "total_steps": total,
+        "submitted_s": float(row["submitted_s"]),
+        "arrival_s": float(row["arrival_s"]), "submitted_at": float(row["submitted_at"]),
+        "first_start_s": row["first_start_s"], "finished_s": end,
+        "jct_s": max(0.0, jct) if now_s >= float(row["arrival_s"]) or end is not None else 0.0,
+        "attained_gpu_s": float(row["attained_gpu_s"]), "restarts": int(row["restarts"]),
+        "held_gpus": json.loads(row["gpus"]) if row["status"] == "running" else [],
+        "steps_by_type": json.loads(row["steps_by_type"]),
+        "throughput": {t: {"measured": m, "estimated": e} for t, (m, e) in rates.items()},
+        "failure": row["failure"], "cancel_requested": bool(row["cancel_requested"]),
+    }
+
+
+def jobs_view(service: Service, status: str | None = None) -> dict[str, Any]:
+    now = service.clock.now()
+    rows = service.store.jobs(status=(status,) if status else None)
+    return {"now_s": now, "jobs": [job_view(r, service, now) for r in rows]}
+
+
+def cluster_view(service: Service) -> dict[str, Any]:
+    """Nodes, GPU types, and which job holds which GPU now."""
+    cluster = service.cluster
+    if cluster is None:
+        return {"nodes": [], "gpu_types": [], "gpus_up": 0, "gpus": 0}
+    holder: dict[int, int] = {}
+    for row in service.store.jobs(status=("running",)):
+        for g in json.loads(row["gpus"]):
+            holder[int(g)] = int(row["id"])
+    nodes = []
+    for i, node in enumerate(cluster.nodes):
+        gpus = [{"id": g, "job": holder.get(g)} for g in cluster.gpus_of_node(i)]
+        nodes.append({"name": node.name, "gpu_type": node.gpu_type, "up": node.name not in cluster.down,
+                      "gpus": gpus})
+    return {"nodes": nodes, "gpu_types": list(cluster.gpu_types), "gpus_up": len(cluster.up_gpus),
+            "gpus": cluster.num_gpus}
+
+
+def timeline_view(service: Service, since: int = 0, limit: int = 500) -> dict[str, Any]:
+    """Rounds after ``since``: their span, leases ``[job, copy, gpus, failed]`` and utilization."""
+    rounds = [{"id": int(r["id"]), "start_s": float(r["start_s"]), "end_s": float(r["end_s"]),
+               "leases": json.loads(r["leases"]), "busy_gpus": int(r["busy_gpus"]), "up_gpus": int(r["up_gpus"])}
+              for r in service.store.rounds(since, limit)]
+    return {"now_s": service.clock.now(), "rounds": rounds}
+
+
+def health_view(service: Service) -> dict[str, Any]:
+    return {"state": service.state, "error": service.error, "policy": service.run_policy.label,
+            "round_s": service.opts.round_s, "now_s": service.clock.now(), "run_id": service.store.run_id}
+
+
+def log_lines(service: Service, job_id: int, limit: int = 1000) -> list[str]:
+    """One line per event of the job: time (service seconds) and what happened."""
+    lines = []
+    for row in service.store.events(job_id, limit):
+        data = json.loads(row["data"])
+        fmt = _LOG_FORMATS.get(row["kind"])
+        if fmt is None:
+            continue
+        data.setdefault("restored_text", " (restored from checkpoint)" if data.get("restored") else "")
+        try:
+            text = fmt.format(**data)
+        except (KeyError, ValueError, IndexError):
+            text = f"{row['kind']} {json.dumps(data, sort_keys=True)}"
+        lines.append(f"[{float(row['t']):9.1f}s] {text}")
+    return lines
