@@ -19,6 +19,7 @@ from typing import Any
 
 from hadar.errors import HadarError, InputError
 from hadar.service.auth import read_server_url, read_token
+from hadar.service.specs import MAX_FILE_BYTES
 
 TOKEN_ENV = "HADAR_TOKEN"
 RETRIES = 3  # a connection that fails is retried (a submission keeps its request id: never stored twice)
@@ -85,6 +86,8 @@ class Client:
             raise InputError(f"job file not found: {path}") from None
         except (OSError, UnicodeDecodeError) as e:
             raise InputError(f"cannot read {path}: {e}") from None
+        if len(text) > MAX_FILE_BYTES:
+            raise InputError(f"{path}: larger than {MAX_FILE_BYTES} bytes, the most a submission may be")
         body = {"file": {"name": path.name, "text": text}, "base_dir": str(path.resolve().parent),
                 "request_id": uuid.uuid4().hex}
         return self.request("POST", "/api/jobs", body)

@@ -114,6 +114,7 @@ class Store:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._writer = self._connect()
+        self.version = 0  # bumps at every commit (readers cache what they built from an older version)
         self._init_schema()
 
     # ---- connections ---------------------------------------------------------------
@@ -147,6 +148,7 @@ class Store:
                 con.execute("ROLLBACK")
                 raise
             con.execute("COMMIT")
+            self.version += 1
 
     def _init_schema(self) -> None:
         with self._lock:

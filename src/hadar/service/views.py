@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+import time
 from typing import Any
 
 from hadar.service.scheduler import Service
@@ -50,6 +52,26 @@ def jobs_view(service: Service, status: str | None = None) -> dict[str, Any]:
     now = service.clock.now()
     rows = service.store.jobs(status=(status,) if status else None)
     return {"now_s": now, "jobs": [job_view(r, service, now) for r in rows]}
+
+
+class JobsCache:
+    """The full job list as JSON bytes, rebuilt when the store changed or ``max_age_s`` passed (times
+    "so far" move on): status calls stay cheap with many jobs."""
+
+    def __init__(self, service: Service, max_age_s: float = 0.5) -> None:
+        self.service, self.max_age_s = service, max_age_s
+        self._lock = threading.Lock()
+        self._key: tuple[int, float] = (-1, 0.0)
+        self._body = b""
+
+    def get(self) -> bytes:
+        version, now = self.service.store.version, time.monotonic()
+        with self._lock:
+            if version == self._key[0] and now - self._key[1] < self.max_age_s:
+                return self._body
+            self._body = json.dumps(jobs_view(self.service)).encode()
+            self._key = (version, now)
+            return self._body
 
 
 def cluster_view(service: Service) -> dict[str, Any]:
