@@ -40,11 +40,13 @@ def _ray_nodes() -> NodeRecords:
 
 
 class NodeWatcher:
-    """Follows node deaths and joins for one ``WorkerPool`` (``list_nodes``: ``ray.nodes`` by default)."""
+    """Follows node deaths (and, with ``joins``, new nodes) for one ``WorkerPool`` (``list_nodes``:
+    ``ray.nodes`` by default). A local emulated cluster takes no joins: the Ray instance it runs on may
+    hold other logical nodes (a test session's), which are not the run's."""
 
-    def __init__(self, pool: WorkerPool, *, min_interval_s: float = 1.0,
+    def __init__(self, pool: WorkerPool, *, joins: bool = True, min_interval_s: float = 1.0,
                  list_nodes: Callable[[], NodeRecords] = _ray_nodes) -> None:
-        self.pool = pool
+        self.pool, self.joins = pool, joins
         self.cluster = pool.cluster
         self.min_interval_s = min_interval_s
         self.list_nodes = list_nodes
@@ -77,7 +79,7 @@ class NodeWatcher:
             names.update(k[len(NODE_RESOURCE):] for k in rec.get("Resources", {}) if k.startswith(NODE_RESOURCE))
         cluster = self.cluster
         pins = dict(self.pool.pins)
-        for rec in alive:
+        for rec in alive if self.joins else ():
             for node, pin in self._new_nodes(rec, cluster, pins, names):
                 pins[node.name] = pin
                 if node.name in {n.name for n in cluster.nodes}:

@@ -30,6 +30,7 @@ from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
 from hadar.runtime import aggregate, emulation, session, workloads
 from hadar.runtime.executor import JobProgress, RayExecutor, RoundStats
+from hadar.runtime.nodes import NodeWatcher
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.sources import Workload
@@ -125,6 +126,7 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
             prefix="hadar-ckpt-")), speed=(lambda jt, k, t: factors.get((jt, k, t), 1.0)) if factors else None,
             tracker=tracker, on_event=emit, on_dispatch=on_dispatch,
             grace_s=grace_s, seed=seed, fork_optimizer=fork_optimizer)
+        executor.nodes = NodeWatcher(pool, joins=address is not None)  # dead nodes leave the view, new ones join
         engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=round_s, seed=seed, on_event=emit,
                               on_progress=on_progress)
         executor.on_table = lambda t: ledger.update_table(t, resolve_if_moved=RESOLVE_ON_CHANGE)  # measured rates

@@ -119,10 +119,10 @@ def start_local(cluster: Cluster, *, dashboard_host: str | None = None, num_cpus
 
 def connect(address: str, cluster: Cluster | None = None) -> RaySession:
     """Join an existing Ray cluster; ``cluster`` (a cluster file) or the nodes' resources say its GPUs."""
+    check_auth_env()
+    _driver_token_mode()
     import ray
 
-    check_auth_env()
-    os.environ.setdefault("RAY_AUTH_MODE", "token")  # without it the driver joins unauthenticated and fails
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
     except (RuntimeError, ConnectionError, ValueError, ray.exceptions.RayError) as e:
@@ -143,6 +143,20 @@ def connect(address: str, cluster: Cluster | None = None) -> RaySession:
                           auth=mode)
     found, pins = detect_cluster(nodes)
     return RaySession(found, pins, emulated=not _has_gpus(nodes), address=address, auth=mode)
+
+
+def _driver_token_mode() -> None:
+    """A driver joining a cluster authenticates with the token unless RAY_AUTH_MODE says otherwise (Ray's
+    driver does not by default: it joins unauthenticated and the error then blames a missing token). Ray
+    reads the mode into its config when it is imported, so the config is reloaded after the change."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        from ray._raylet import Config
+    except ImportError:  # a Ray without token authentication
+        return
+    Config.initialize("")
 
 
 def shutdown() -> None:

@@ -101,7 +101,7 @@ def start_backend(sess: session.RaySession, clock: Clock, checkpoint_dir: Path, 
                            speed=(lambda jt, k, t: factors.get((jt, k, t), 1.0)) if factors else None,
                            tracker=tracker, on_event=on_event, grace_s=grace_s, seed=seed)
     executor.run_id = run_id  # checkpoints of this service's earlier lives are its own
-    executor.nodes = NodeWatcher(pool)
+    executor.nodes = NodeWatcher(pool, joins=sess.address is not None)
     return Backend(sess, pool, executor, tracker, prior)
 
 
