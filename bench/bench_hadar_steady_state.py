@@ -1,8 +1,7 @@
 """Hadar vs Gavel's LAS at steady state (36:36:36, multi-GPU jobs, seed 0), and what each of
 Hadar's additions does there: the JCT plan (default; `plan="pack"` is spec section 3's packing
 instead), the TTD keeper (default on; `keep_slack=None` turns it off), the first-round rule
-(`first_round=False` turns it off), and the older makespan guard that waits until arrivals stop
-(`guard=1.0`, shown with the packing and without the keeper).
+(`first_round=False` turns it off), and the packing alone without the keeper.
 
     .venv/bin/python bench/bench_hadar_steady_state.py [--rate 2] [--window 1500 1800]
 """
@@ -19,7 +18,7 @@ from hadar.sim.generate import JobGenerator
 from hadar.sim.run import simulate
 
 VARIANTS = (("max_min_fairness_perf", {}), ("hadar", {}), ("hadar", {"plan": "pack"}), ("hadar", {"keep_slack": None}),
-            ("hadar", {"first_round": False}), ("hadar", {"plan": "pack", "keep_slack": None, "guard": 1.0}))
+            ("hadar", {"first_round": False}), ("hadar", {"plan": "pack", "keep_slack": None}))
 
 
 def main() -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
-
 from hadar.errors import InputError
+from hadar.files import read_yaml
 from hadar.model.cluster import GAVEL_TYPE_ORDER, Cluster, Node
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
@@ -63,12 +62,7 @@ def read_cluster_file(path: Path) -> Cluster:
 
     ``count`` repeats a node (names get ``-0``, ``-1``, ... suffixes).
     """
-    if not path.is_file():
-        raise InputError(f"cluster file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise InputError(f"{path}: not valid YAML/JSON ({str(e).splitlines()[0]})") from None
+    data = read_yaml(path, "cluster file")
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
         raise InputError(f"{path}: expected a mapping with a non-empty 'nodes' list")
     nodes: list[Node] = []

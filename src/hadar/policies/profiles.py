@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hadar.errors import InputError
+from hadar.files import read_yaml
 from hadar.policies.base import Policy
 from hadar.policies.registry import available, create, entry
 
@@ -45,12 +44,7 @@ class PolicySpec:
 def load_profiles(path: str | Path) -> dict[str, PolicySpec]:
     """Read and check a profile file; returns label -> spec."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"profiles file not found: {p}")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise InputError(f"{p}: not valid YAML/JSON ({str(e).splitlines()[0]})") from None
+    data = read_yaml(p, "profiles file")
     if not isinstance(data, dict) or not data:
         raise InputError(f"{p}: expected a mapping of profile names to {{policy: NAME, param: value, ...}}")
     registered = set(available())
