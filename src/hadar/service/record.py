@@ -88,7 +88,7 @@ class StoredLedger(JobLedger):
             entry.append(int((entry[0], entry[1]) in failed))
         busy = sum(len(lease.gpus) for lease in plan.leases)
         with self.store.transaction() as con:
-            self.store.update_jobs(con, [self._row(jid) for jid in sorted(touched)])
+            self.store.update_jobs(con, [self.row(jid) for jid in sorted(touched)])
             self.store.add_round(con, report.start_s, report.end_s, leases, busy, len(self.cluster.up_gpus))
             self.store.save_throughputs(con, self.throughput_rows())
             self.store.add_events(con, self.events.take())
@@ -100,7 +100,7 @@ class StoredLedger(JobLedger):
         ok = super().cancel(job_id, at_s)
         if ok:
             with self.store.transaction() as con:
-                self.store.update_jobs(con, [self._row(job_id)])
+                self.store.update_jobs(con, [self.row(job_id)])
                 self.store.add_events(con, self.events.take())
         return ok
 
@@ -111,5 +111,6 @@ class StoredLedger(JobLedger):
             self.store.add_events(con, self.events.take())
         self.on_commit()
 
-    def _row(self, job_id: int) -> dict[str, Any]:
+    def row(self, job_id: int) -> dict[str, Any]:
+        """The store's progress columns of one job, as the ledger has it now."""
         return job_row(self.records[job_id], self.checkpoint_steps(job_id))

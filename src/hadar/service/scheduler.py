@@ -176,7 +176,7 @@ class Service:
             rec.steps_by_type = {str(k): float(v) for k, v in json.loads(row["steps_by_type"]).items()}
             backend.executor.job(jid, job.job_type).steps = steps
             with self.store.transaction() as con:
-                self.store.update_jobs(con, [{**ledger._row(jid), "status": "queued"}])
+                self.store.update_jobs(con, [{**ledger.row(jid), "status": "queued"}])
                 self.store.add_events(con, [{"t": now, "event": "resumed", "job": jid, "progress": steps,
                                              "recorded": float(row["done_steps"])}])
         self._resume = []

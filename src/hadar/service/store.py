@@ -184,7 +184,7 @@ class Store:
 
     def clock_s(self) -> float:
         """Where the service clock stood at the last commit (it continues from there after a restart)."""
-        row = self._reader().execute("SELECT max(arrival_s) AS a FROM jobs").fetchone()
+        row = self._reader().execute("SELECT max(submitted_s) AS a FROM jobs").fetchone()
         return max(float(self.meta("clock_s") or 0.0), float(row["a"] or 0.0))
 
     # ---- submissions and cancellations ---------------------------------------------------

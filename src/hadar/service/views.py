@@ -39,7 +39,7 @@ def job_view(row: sqlite3.Row, service: Service, now_s: float) -> dict[str, Any]
         "submitted_s": float(row["submitted_s"]),
         "arrival_s": float(row["arrival_s"]), "submitted_at": float(row["submitted_at"]),
         "first_start_s": row["first_start_s"], "finished_s": end,
-        "jct_s": max(0.0, jct) if now_s >= float(row["arrival_s"]) or end is not None else 0.0,
+        "jct_s": max(0.0, jct),
         "attained_gpu_s": float(row["attained_gpu_s"]), "restarts": int(row["restarts"]),
         "held_gpus": json.loads(row["gpus"]) if row["status"] == "running" else [],
         "steps_by_type": json.loads(row["steps_by_type"]),

@@ -109,23 +109,42 @@ function drawJobs(jobs) {
   }
 }
 
+const PLOT = { left: 46, right: 596, top: 8, bottom: 150 };  // inside the 600 x 170 view box
+
+function axisText(root, x, y, text, anchor = "start") {
+  const t = svg("text", { x, y, "font-size": 11, fill: "#66707c", "text-anchor": anchor });
+  t.textContent = text;
+  root.appendChild(t);
+}
+
+function timeAxis(root, t0, t1) {
+  axisText(root, PLOT.left, 166, fmtTime(t0));
+  axisText(root, PLOT.right, 166, fmtTime(t1), "end");
+  axisText(root, (PLOT.left + PLOT.right) / 2, 166, "service time", "middle");
+}
+
+function xOf(t, t0, span) { return PLOT.left + (PLOT.right - PLOT.left) * (t - t0) / span; }
+
 function drawUtilization(rounds) {
   const root = $("utilization");
   root.replaceChildren();
   if (!rounds.length) return;
   const t0 = rounds[0].start_s, t1 = rounds[rounds.length - 1].end_s, span = Math.max(1e-6, t1 - t0);
+  const yOf = (u) => PLOT.bottom - (PLOT.bottom - PLOT.top) * u;
   const pts = [];
   for (const r of rounds) {
     const u = r.up_gpus ? r.busy_gpus / r.up_gpus : 0;
-    pts.push(`${(600 * (r.start_s - t0) / span).toFixed(1)},${(150 - 140 * u).toFixed(1)}`);
-    pts.push(`${(600 * (r.end_s - t0) / span).toFixed(1)},${(150 - 140 * u).toFixed(1)}`);
+    pts.push(`${xOf(r.start_s, t0, span).toFixed(1)},${yOf(u).toFixed(1)}`);
+    pts.push(`${xOf(r.end_s, t0, span).toFixed(1)},${yOf(u).toFixed(1)}`);
   }
-  root.appendChild(svg("line", { x1: 0, x2: 600, y1: 10, y2: 10, stroke: "#d8dde3" }));
+  for (const u of [0, 0.5, 1]) {
+    root.appendChild(svg("line", { x1: PLOT.left, x2: PLOT.right, y1: yOf(u), y2: yOf(u), stroke: "#e5e8ec" }));
+    axisText(root, PLOT.left - 4, yOf(u) + 4, `${100 * u}%`, "end");
+  }
   root.appendChild(svg("polyline", { points: pts.join(" "), fill: "none", stroke: "#2e86c1", "stroke-width": 2 }));
-  const label = svg("text", { x: 4, y: 24, "font-size": 12, fill: "#66707c" });
   const last = rounds[rounds.length - 1];
-  label.textContent = `now ${last.busy_gpus}/${last.up_gpus} GPUs busy`;
-  root.appendChild(label);
+  axisText(root, PLOT.right, PLOT.top + 14, `last round: ${last.busy_gpus}/${last.up_gpus} GPUs busy`, "end");
+  timeAxis(root, t0, t1);
 }
 
 function drawTimeline(rounds, gpuCount) {
@@ -133,20 +152,22 @@ function drawTimeline(rounds, gpuCount) {
   root.replaceChildren();
   if (!rounds.length || !gpuCount) return;
   const t0 = rounds[0].start_s, t1 = rounds[rounds.length - 1].end_s, span = Math.max(1e-6, t1 - t0);
-  const h = 160 / gpuCount;
+  const h = (PLOT.bottom - PLOT.top) / gpuCount;
+  for (let g = 0; g < gpuCount; g++) axisText(root, PLOT.left - 4, PLOT.top + g * h + h / 2 + 4, `GPU ${g}`, "end");
   for (const r of rounds) {
-    const x = 600 * (r.start_s - t0) / span, w = Math.max(0.5, 600 * (r.end_s - r.start_s) / span);
+    const x = xOf(r.start_s, t0, span), w = Math.max(0.5, xOf(r.end_s, t0, span) - x);
     for (const [job, copy, gpus, failed] of r.leases) {
       for (const g of gpus) {
-        const rect = svg("rect", { x: x.toFixed(2), y: (g * h + 1).toFixed(2), width: w.toFixed(2),
+        const rect = svg("rect", { x: x.toFixed(2), y: (PLOT.top + g * h + 1).toFixed(2), width: w.toFixed(2),
                                    height: Math.max(1, h - 2).toFixed(2), fill: failed ? "#c0392b" : color(job) });
         const tip = svg("title");
-        tip.textContent = `job ${job}${copy ? ` copy ${copy}` : ""} on GPU ${g}, round ${r.id}`;
+        tip.textContent = `job ${job}${copy ? ` copy ${copy}` : ""} on GPU ${g}, round ${r.id}${failed ? " (failed)" : ""}`;
         rect.appendChild(tip);
         root.appendChild(rect);
       }
     }
   }
+  timeAxis(root, t0, t1);
 }
 
 async function refresh() {
