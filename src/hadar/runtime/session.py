@@ -181,7 +181,8 @@ def detect_cluster(nodes: Iterable[Mapping[str, Any]]) -> tuple[Cluster, dict[st
     resources (one per logical node). Its GPU type comes from a
     ``hadar_gpu:<type>`` resource, else Ray's ``accelerator_type:<T>``
     (lower-cased). Start real nodes with e.g.
-    ``ray start --address=HEAD:6379 --resources='{"hadar_gpu:v100": 4}'``.
+    ``ray start --address=HEAD:6379 --resources='{"hadar_gpu:v100": 4}'``. Nodes are listed by name,
+    so GPU ids do not depend on the order Ray reports its nodes in (a restarted service sees the same ids).
     """
     found: list[Node] = []
     pins: dict[str, NodePin] = {}
@@ -204,6 +205,7 @@ def detect_cluster(nodes: Iterable[Mapping[str, Any]]) -> tuple[Cluster, dict[st
             name = f"{types[0]}-{where}"
             found.append(Node(name, types[0], gpus))
             pins[name] = NodePin(node_id=rec.get("NodeID"), num_gpus=1.0)
+    found.sort(key=lambda n: n.name)  # GPU ids follow node names, not the order Ray lists nodes in
     if not found:
         raise InputError("the Ray cluster has no GPU nodes: start nodes with GPUs, or with "
                          "--resources='{\"hadar_node:NAME\": N, \"hadar_gpu:TYPE\": N}' to emulate them, "
