@@ -1,6 +1,7 @@
-# The two commands a newcomer needs:
+# The commands a newcomer needs:
 #   make run    - set up .venv and run the default simulation (bundled trace, bundled cluster)
 #   make test   - set up .venv with the runtime extras and run the whole test suite
+#   make lint   - ruff and mypy (what CI runs before the tests)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -30,8 +31,11 @@ test: $(VENV)/.full
 bench: $(VENV)/.full
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+# ruff (rules in pyproject.toml) over the package, tests and benchmarks; mypy over src/hadar (strict on
+# the model, mechanism, engine and policies; src/hadar/runtime excluded for now, see pyproject.toml).
 lint: $(VENV)/.core
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -10,6 +10,7 @@ Hadar's is no worse than LAS's and `XX` where it is. About 4 minutes here.
 from __future__ import annotations
 
 import argparse
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def run(policy: str, trace: str | None, cluster: str, table: str | None, gen: An
     seed, rate, count, window = gen
     source: Any = iter(JobGenerator(tbl, rate, seed=seed, multi_gpu=True))
     if count is not None:
-        source = [job for job, _ in zip(source, range(count))]
+        source = list(itertools.islice(source, count))
     return simulate(source, parse_cluster(cluster), tbl, policy, window=window).summary
 
 
@@ -68,7 +69,8 @@ def main() -> None:
         h = run("hadar", trace, cluster, table, gen)
         las = run("max_min_fairness_perf", trace, cluster, table, gen)
         cells = []
-        for key, scale, fmt in (("avg_jct_s", 3600, "8.3f"), ("makespan_s", 3600, "8.2f"), ("avg_queuing_delay_s", 3600, "6.3f")):
+        for key, scale, fmt in (("avg_jct_s", 3600, "8.3f"), ("makespan_s", 3600, "8.2f"),
+                                ("avg_queuing_delay_s", 3600, "6.3f")):
             mark = "ok" if h[key] <= las[key] * (1 + 1e-9) else "XX"
             worse += mark == "XX"
             cells.append(f"{h[key] / scale:{fmt}} / {las[key] / scale:{fmt}} {mark}")

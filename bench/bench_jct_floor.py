@@ -23,7 +23,8 @@ from hadar.model.throughput import ThroughputTable
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
 
-WORKLOADS = (("96-job trace", "max_min_fairness", "8:16:24", 360.0), ("static trace", "minimize_makespan", "8:16:24", 720.0))
+WORKLOADS = (("96-job trace", "max_min_fairness", "8:16:24", 360.0),
+             ("static trace", "minimize_makespan", "8:16:24", 720.0))
 
 
 def main() -> None:

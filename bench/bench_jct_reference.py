@@ -104,7 +104,8 @@ def anneal(model: EventModel, steps: int, seed: int, t0_s: float = 4.0, t1_s: fl
     ban = np.zeros((m, n), dtype=bool)
     cur = model.avg_jct_s(rank, ban)
     best = (rank.copy(), ban.copy(), cur)
-    for step in tqdm(range(steps), desc="search", unit="step", file=sys.stderr, delay=2.0, leave=False):
+    for step in tqdm(range(steps), desc="search", unit="step", file=sys.stderr, delay=2.0, leave=False,
+                     disable=not sys.stderr.isatty()):
         temp = t0_s * (t1_s / t0_s) ** (step / max(steps - 1, 1))
         r2, b2 = rank.copy(), ban.copy()
         i, u = int(rng.integers(m)), rng.random()

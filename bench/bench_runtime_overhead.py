@@ -46,7 +46,8 @@ def main() -> None:
         print(f"{i:>5} {st.leases:>6} {decide:9.4f} {st.dispatch_s:10.4f} {st.restore_s:9.4f} {st.save_s:7.4f} "
               f"{overrun:9.3f} {100 * total / args.round_s:7.2f}%")
     print(f"mean overhead {100 * statistics.mean(fractions):.2f} % of the round, max "
-          f"{100 * max(fractions):.2f} % (goal < 5 %); of the decision time, policy re-solves take {solve:.4f} s per round on average")
+          f"{100 * max(fractions):.2f} % (goal < 5 %); of the decision time, policy re-solves take {solve:.4f} s "
+          "per round on average")
     print(f"mean overrun past the deadline {statistics.mean(overruns):.3f} s "
           f"({100 * statistics.mean(overruns) / args.round_s:.2f} % of the round)")
 

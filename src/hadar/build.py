@@ -53,7 +53,7 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
     if params:
         spec = PolicySpec(spec.label, spec.policy, {**spec.params, **params})
     defaults: dict[str, Any] = {"seed": seed}
-    if gavel_compat and entry(spec.policy).cls.TRAITS.reference_solver:
+    if gavel_compat and entry(spec.policy).traits.reference_solver:
         defaults["solver"] = "ecos"
     return RunPolicy(spec.label, spec.build(**defaults))
 

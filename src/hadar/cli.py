@@ -17,6 +17,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from hadar.errors import HadarError
 
@@ -37,7 +38,7 @@ _SUBCOMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own code)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's own code)
         self.exit(2, f"hadar: error: {message}\n")
 
 
@@ -66,7 +67,8 @@ def _add_logging_args(p: argparse.ArgumentParser) -> None:
 
 def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
     """Standard logging on stderr: warnings by default, info with -v, debug with -vv, errors with -q."""
-    level = logging.ERROR if quiet else (logging.DEBUG if verbose >= 2 else logging.INFO if verbose else logging.WARNING)
+    levels = {0: logging.WARNING, 1: logging.INFO}
+    level = logging.ERROR if quiet else levels.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True)
 
 

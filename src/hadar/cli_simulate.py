@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hadar.errors import InputError
+
+if TYPE_CHECKING:
+    from hadar.model.job import Job
 
 DEFAULT_TRACE = "max_min_fairness"
 DEFAULT_CLUSTER = "8:16:24"
@@ -100,10 +105,11 @@ def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]
             if args.num_jobs <= 0:
                 raise InputError(f"--num-jobs must be positive, got {args.num_jobs}")
             kwargs["limit"] = args.num_jobs
-        source = iter(JobGenerator(table, args.jobs_per_hour, seed=args.seed, multi_gpu=args.multi_gpu,
-                                   multi_priority=args.multi_priority))
+        generator = JobGenerator(table, args.jobs_per_hour, seed=args.seed, multi_gpu=args.multi_gpu,
+                                 multi_priority=args.multi_priority)
+        source: Iterator[Job] | list[Job] = iter(generator)
         if args.num_jobs is not None and args.window is None:
-            source = [job for job, _ in zip(source, range(args.num_jobs))]
+            source = list(itertools.islice(source, args.num_jobs))
     else:
         for flag in ("jobs_per_hour", "num_jobs"):
             if getattr(args, flag) is not None:
@@ -129,7 +135,8 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     profiles = load_profiles(args)
     source, cluster, table, kwargs = load_inputs(args)
-    total = len(source) if isinstance(source, list) else (kwargs.get("window", (0, 0))[1] - kwargs.get("window", (0, 0))[0])
+    first, last = kwargs.get("window", (0, 0))
+    total = len(source) if isinstance(source, list) else last - first
     with progress_bar(total, args.policy, args) as bar:
         result = simulate(source, cluster, table, args.policy, record_events=args.out is not None,
                           progress=bar.update, profiles=profiles, **kwargs)

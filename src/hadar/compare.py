@@ -130,9 +130,10 @@ def format_table(results: list[dict[str, Any]]) -> str:
             row.append(str(v) if div is None else ("-" if v is None else f"{v / div:.3f}"))
         rows.append(row)
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
-    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(head, widths)))]
+    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(head, widths, strict=True)))]
     for row in rows:
-        lines.append("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))))
+        cells = enumerate(zip(row, widths, strict=True))
+        lines.append("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in cells))
     return "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ def parse_cluster(spec: str, gpus_per_node: int = 1) -> Cluster:
         parts = spec.split(":")
         if len(parts) != 3:
             raise InputError(f"cluster spec {spec!r}: want V100:P100:K80 counts like 8:16:24")
-        counts = {t: _count(p, t, spec) for t, p in zip(GAVEL_TYPE_ORDER, parts)}
+        counts = {t: _count(p, t, spec) for t, p in zip(GAVEL_TYPE_ORDER, parts, strict=True)}
     elif "=" in spec:
         counts = {}
         for item in spec.split(","):

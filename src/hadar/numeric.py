@@ -25,24 +25,27 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from hadar.arrays import FloatArray
 
-def dot(a: np.ndarray, b: np.ndarray) -> float:
+
+def dot(a: FloatArray, b: FloatArray) -> float:
     """``a . b`` of two 1-D arrays (NumPy's pairwise sum of the products)."""
     return float(np.add.reduce(np.asarray(a, dtype=float) * np.asarray(b, dtype=float)))
 
 
-def norm(a: np.ndarray) -> float:
+def norm(a: FloatArray) -> float:
     """Euclidean norm of a 1-D array."""
     v = np.asarray(a, dtype=float)
     return math.sqrt(float(np.add.reduce(v * v)))
 
 
-def matvec(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+def matvec(m: FloatArray, v: FloatArray) -> FloatArray:
     """``m @ v`` for a dense 2-D ``m`` (row sums of the products)."""
-    return (np.asarray(m, dtype=float) * np.asarray(v, dtype=float)[None, :]).sum(axis=1)
+    out: FloatArray = (np.asarray(m, dtype=float) * np.asarray(v, dtype=float)[None, :]).sum(axis=1)
+    return out
 
 
-def cholesky_solve(h: np.ndarray, b: np.ndarray) -> np.ndarray:
+def cholesky_solve(h: FloatArray, b: FloatArray) -> FloatArray:
     """Solve ``h[i] @ x[i] = b[i]`` for a batch of symmetric positive definite ``h`` (m, n, n).
 
     ``b`` is (m, n) or (m, n, r). Cholesky ``h = L L'`` with the batch
@@ -91,5 +94,5 @@ class SparseLDL:
 
         self._solver = qdldl.Solver(sp.csc_matrix(k))
 
-    def solve(self, b: np.ndarray) -> np.ndarray:
+    def solve(self, b: FloatArray) -> FloatArray:
         return np.asarray(self._solver.solve(np.asarray(b, dtype=float)), dtype=float)

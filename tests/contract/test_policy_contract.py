@@ -71,7 +71,7 @@ def test_is_a_policy(name):
     assert isinstance(policy, Policy)
     assert policy.name == name
     assert isinstance(policy.traits, PolicyTraits)
-    assert policy.traits == dataclasses.replace(entry(name).cls.TRAITS, type_aware=policy.traits.type_aware,
+    assert policy.traits == dataclasses.replace(entry(name).traits, type_aware=policy.traits.type_aware,
                                                 rate_model=policy.traits.rate_model)
 
 

@@ -66,7 +66,7 @@ def test_same_schedule_under_every_kernel_dispatch_and_hash_seed():
     envs = environments()
     assert len(envs) >= 5, envs
     with ThreadPoolExecutor(max_workers=2) as pool:
-        outputs = dict(zip(envs, pool.map(_run, envs.values())))
+        outputs = dict(zip(envs, pool.map(_run, envs.values()), strict=True))
     reference_name = next(iter(outputs))
     reference = json.loads(outputs[reference_name])
     assert len(reference) >= 70, "fewer cases than expected"

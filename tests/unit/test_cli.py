@@ -10,8 +10,8 @@ import pytest
 
 
 def hadar(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hadar.cli", *args], capture_output=True, text=True, cwd=cwd, check=False,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "hadar.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          check=False, timeout=300)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, fragment: str) -> None:
@@ -180,7 +180,7 @@ def test_profiles_label_each_compare_row(tmp_path, capsys):
     assert [r["policy"] for r in out["results"]] == ["hadar", "pack"]
 
 
-@pytest.mark.parametrize("text, message", [
+@pytest.mark.parametrize(("text", "message"), [
     ("pack: {policy: hadar, plan: nope}\n", "unknown Hadar plan 'nope'"),
     ("pack: {policy: hadar, plann: pack}\n", "has no parameter 'plann'"),
     ("pack: {policy: nosuch}\n", "unknown policy 'nosuch'"),

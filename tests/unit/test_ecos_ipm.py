@@ -14,9 +14,9 @@ from hadar.policies.gavel.ecos_ipm import solve_conic
 from .test_policies_ecos_reference import CASES, _state
 
 
-def _solve(c, g, h, l, q=(), a=None, b=None):
+def _solve(c, g, h, orthant, q=(), a=None, b=None):
     return solve_conic(np.array(c, float), sp.csc_matrix(np.array(g, float)), np.array(h, float),
-                       {"l": l, "q": list(q)}, None if a is None else sp.csc_matrix(np.array(a, float)),
+                       {"l": orthant, "q": list(q)}, None if a is None else sp.csc_matrix(np.array(a, float)),
                        None if b is None else np.array(b, float))
 
 

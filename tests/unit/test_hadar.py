@@ -50,7 +50,7 @@ def test_price_book_rises_as_a_type_fills() -> None:
     assert [book.price(0, k) for k in range(4)] == pytest.approx([1.0, 2.0, 4.0, 8.0])
     book.take({0: 2})
     assert book.price(0) == pytest.approx(4.0) and book.price(0, 2) == float("inf")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="only 2 free"):
         book.take({1: 3})
 
 
@@ -151,7 +151,7 @@ def test_assign_keeps_previous_gpus_and_packs_nodes() -> None:
 
 
 # -- contract (hadar, yarn_cs, and Hadar's other utilities) ----------------------------------
-@pytest.mark.parametrize("name,kw", [("hadar", {}), ("hadar", {"utility": "fifo"}), ("hadar", {"utility": "fair"}),
+@pytest.mark.parametrize(("name", "kw"), [("hadar", {}), ("hadar", {"utility": "fifo"}), ("hadar", {"utility": "fair"}),
                                      ("hadar", {"utility": "throughput"}), ("hadar", {"rate_model": "additive"}),
                                      ("yarn_cs", {})])
 def test_policy_contract_on_gavel_jobs(name: str, kw: dict, table) -> None:

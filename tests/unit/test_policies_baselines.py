@@ -44,7 +44,7 @@ def test_fifo_agnostic_keeps_types_and_draws_new_ones_from_the_seed():
     assert set(assigned) == {0, 1, 2}
     # Same state and seed -> same draws; a running job keeps its type when others arrive.
     assert create("fifo").allocate(state(jobs, counts)).as_dict() == first.as_dict()
-    more = jobs + [{"id": 3, "rates": {"v100": 1.0, "p100": 1.0, "k80": 1.0}}]
+    more = [*jobs, {"id": 3, "rates": {"v100": 1.0, "p100": 1.0, "k80": 1.0}}]
     second = policy.allocate(state(more, counts, memo=first.memo))
     for jid, t in assigned.items():
         assert second.fraction(jid, t) == 1.0

@@ -29,7 +29,7 @@ LOOSE = {"finish_time_fairness_perf": 0.2, "finish_time_fairness": 0.2, "min_tot
 
 
 def _state(case) -> SchedulerState:
-    cluster = Cluster.from_counts(dict(zip(case["gpu_types"], case["capacities"])))
+    cluster = Cluster.from_counts(dict(zip(case["gpu_types"], case["capacities"], strict=True)))
     assert cluster.gpu_types == tuple(case["gpu_types"])
     jobs = tuple(JobView(j["id"], j["type"], j["sf"], j["w"], j["arrival"], j["total"], j["remaining"],
                          tuple(j["T"])) for j in case["jobs"])

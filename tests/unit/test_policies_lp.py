@@ -74,7 +74,8 @@ def test_clip_and_scale():
 
 def _face(m: int, n: int, caps, *, g=None, k=None, s=None) -> Face:
     return Face(a=np.ones((m, n)), g=np.full(m, -np.inf) if g is None else np.asarray(g, float),
-                k=np.ones(m) if k is None else np.asarray(k, float), s=np.ones(m) if s is None else np.asarray(s, float),
+                k=np.ones(m) if k is None else np.asarray(k, float),
+                s=np.ones(m) if s is None else np.asarray(s, float),
                 capacities=np.asarray(caps, float), active=np.ones((m, n), dtype=bool))
 
 

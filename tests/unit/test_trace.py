@@ -59,7 +59,7 @@ def test_truncated_last_line_is_reported(tmp_path):
 
 
 def test_missing_file():
-    with pytest.raises(InputError, match="trace file not found: /nonexistent.trace"):
+    with pytest.raises(InputError, match=r"trace file not found: /nonexistent\.trace"):
         read_jobs("/nonexistent.trace")
 
 

@@ -31,6 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
+from hadar.arrays import FloatArray, IntArray
 from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, SchedulerState
@@ -41,7 +42,7 @@ EPS = 1e-12
 class Prices(Protocol):
     """The part of Hadar's ``PriceBook`` the forking rule needs."""
 
-    free: np.ndarray
+    free: IntArray
 
     def price(self, r: int, nth: int = 0) -> float: ...
 
@@ -60,8 +61,8 @@ class CopyCandidate:
     """
 
     index: int
-    rates: np.ndarray
-    unit_value: np.ndarray
+    rates: FloatArray
+    unit_value: FloatArray
     room_steps: float
     held: set[int] = field(default_factory=set)
     prefer: frozenset[int] = frozenset()
@@ -162,8 +163,7 @@ def _best(nodes: NodeFree, book: Prices, job: CopyCandidate, round_s: float, mod
         return None
     priced = mode == PRICED
     best: _Choice | None = None
-    for r in np.flatnonzero(job.unit_value > 0):
-        r = int(r)
+    for r in np.flatnonzero(job.unit_value > 0).tolist():
         top = min(job.rates.shape[1] - 1, nodes.largest(r, job.held))
         if priced:
             top = min(top, int(book.free[r]))
@@ -228,7 +228,7 @@ class ForkingPlanner:
                 got.extend(free[n][:need])
                 del free[n][:need]
         out: dict[int, list[tuple[int, ...]]] = {}
-        for (jid, n), ids in sorted(chosen.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        for (jid, _node), ids in sorted(chosen.items(), key=lambda kv: (kv[0][0], kv[0][1])):
             out.setdefault(jid, []).append(tuple(sorted(ids)))
         return out
 
@@ -241,7 +241,7 @@ def split_by_node(cluster: Cluster, gpus: Sequence[int]) -> list[tuple[int, ...]
     return [tuple(groups[n]) for n in sorted(groups)]
 
 
-def copies_rate(cluster: Cluster, rates: np.ndarray, type_index: Mapping[str, int], gpus: Sequence[int]) -> float:
+def copies_rate(cluster: Cluster, rates: FloatArray, type_index: Mapping[str, int], gpus: Sequence[int]) -> float:
     """Total steps/s of a job's copies on ``gpus`` (one copy per node), ``rates[r, k]`` as in CopyCandidate."""
     total = 0.0
     for group in split_by_node(cluster, gpus):

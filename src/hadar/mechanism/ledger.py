@@ -136,7 +136,8 @@ class JobLedger:
             old = rec.throughputs
             rec.throughputs = table.row(rec.job.job_type, rec.job.scale_factor, self.types)
             if resolve_if_moved is not None and not moved:
-                moved = any(abs(n - o) > resolve_if_moved * o for n, o in zip(rec.throughputs, old) if o > 0)
+                moved = any(abs(n - o) > resolve_if_moved * o
+                            for n, o in zip(rec.throughputs, old, strict=True) if o > 0)
         if moved:
             self.need_update = True
 
@@ -167,8 +168,8 @@ class JobLedger:
         self._type_index = [self.types.index(t) for t in cluster.gpu_type_of]
         self.gpu_busy_s.extend([0.0] * (cluster.num_gpus - len(self.gpu_busy_s)))
         for rec in self.records.values():
-            got = dict(zip(old_types, rec.received_s))
-            owed = dict(zip(old_types, rec.deficit_s))
+            got = dict(zip(old_types, rec.received_s, strict=True))
+            owed = dict(zip(old_types, rec.deficit_s, strict=True))
             rec.received_s = [got.get(t, seed) for t in self.types]
             rec.deficit_s = [owed.get(t, 0.0) for t in self.types]
             rec.throughputs = self.table.row(rec.job.job_type, rec.job.scale_factor, self.types)

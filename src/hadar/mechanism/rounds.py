@@ -57,7 +57,7 @@ class GavelRoundPlanner:
             j = index[t]
             a = alloc_index.get(t)
             entries = []
-            for job, row in zip(state.jobs, rows):
+            for job, row in zip(state.jobs, rows, strict=True):
                 x = row[a] if (row is not None and a is not None) else 0.0
                 prio = x / job.received_s[j] if (x > 0 and job.throughputs[j] > 0) else 0.0
                 entries.append((prio, job.deficit_s[j], x, job))

@@ -31,6 +31,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
+from hadar.arrays import FloatArray, IntArray
 from hadar.errors import InfeasibleError
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
@@ -52,21 +53,21 @@ class Bounds:
                 "ttd_lp_bound_s": self.ttd_lp_s, "ttd_arrival_bound_s": self.ttd_arrival_s}
 
 
-def _rates(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> np.ndarray:
+def _rates(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> FloatArray:
     """m x n whole-job steps/s on ``W`` GPUs of each cluster type."""
     types = cluster.gpu_types
     return np.array([[table.get(j.job_type, j.scale_factor, t) for t in types]
                      for j in jobs], dtype=float).reshape(len(jobs), len(types))
 
 
-def isolated_durations_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> np.ndarray:
+def isolated_durations_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> FloatArray:
     """m x n: seconds each job takes alone on ``W`` GPUs of each cluster type (inf where it cannot run)."""
     rates = _rates(jobs, cluster, table)
     steps = np.array([j.total_steps for j in jobs], dtype=float)
     return np.where(rates > 0, steps[:, None] / np.where(rates > 0, rates, 1.0), np.inf)
 
 
-def isolated_best_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> np.ndarray:
+def isolated_best_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> FloatArray:
     """Per job: total steps / best whole-job rate over the cluster's types (inf if none)."""
     return isolated_durations_s(jobs, cluster, table).min(axis=1)
 
@@ -190,73 +191,167 @@ def jct_floor_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *
         raise InfeasibleError("a job has zero throughput on every GPU type of the cluster: no finite JCT floor")
     if slot_s <= 0:
         raise ValueError(f"slot length must be positive, got {slot_s}")
-    scale = np.array([j.scale_factor for j in jobs], dtype=float)
-    arrival = np.array([j.arrival_s for j in jobs], dtype=float)
-    arrival -= arrival.min()
-    best = dur.min(axis=1)
-    cap = np.array([cluster.count(t) for t in cluster.gpu_types], dtype=float)
-    m, n = dur.shape
-    # timed slots past the moment everything could be done, then one open slot (any schedule fits)
-    end = 1.25 * max(float((arrival + best).max()), ttd_lp_bound_s(jobs, cluster, table))
-    timed = int(np.ceil(end / slot_s))
-    slots = timed + 1
-    start = np.arange(slots) * slot_s
-    room = np.clip(start[None, :] + slot_s - np.maximum(start[None, :], arrival[:, None]), 0.0, slot_s)
-    room[:, -1] = np.inf
-    at = np.maximum(start[None, :], arrival[:, None])  # s_jt
-    cj, ct = np.nonzero(room > 0)  # cells (job, slot) after the job's arrival, job-major, slots ascending
-    cells = cj.size
-    cell = np.full((m, slots), -1)
-    cell[cj, ct] = np.arange(cells)
-    jj, rr, tt = np.nonzero(np.isfinite(dur)[:, :, None] & (room > 0)[:, None, :])
-    k = jj.size
-    d = dur[jj, rr]
-    fc = cell[jj, tt]  # each f column's cell
-    # columns: f (k), C (m), q (cells), then with the tail B (cells) and G (cells)
-    c_col, q_col, b_col, g_col = k, k + m, k + m + cells, k + m + 2 * cells
-    width = k + m + (3 if tail else 1) * cells
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    rhs: list[np.ndarray] = []
-    top = 0
-
-    def block(rows: int, entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]], b: np.ndarray) -> None:
-        nonlocal top
-        parts.extend((top + r, c, v) for r, c, v in entries)
-        rhs.append(b)
-        top += rows
-
-    f_col = np.arange(k)
-    timed_f = tt < timed
-    block(n * timed, [(rr[timed_f] * timed + tt[timed_f], f_col[timed_f], (d * scale[jj])[timed_f])],
-          np.repeat(cap, timed) * slot_s)  # capacity
-    timed_c = ct < timed
-    block(cells, [(fc[timed_f], f_col[timed_f], d[timed_f])], np.where(timed_c, room[cj, ct], np.inf))  # job time
-    block(m, [(jj, f_col, at[jj, tt]), (cj, q_col + np.arange(cells), np.ones(cells)),
-              (np.arange(m), np.full(m, c_col) + np.arange(m), -np.ones(m))], -best / 2)  # mean time
-    for frac in (1.0, 0.5):  # q >= tangents of w^2 d_j / 2 (w: the share done in the slot)
-        w0 = np.minimum(1.0, frac * room[cj, ct] / best[cj])
-        block(cells, [(fc, f_col, (w0 * best[cj])[fc]), (np.arange(cells), q_col + np.arange(cells), -np.ones(cells))],
-              w0 ** 2 * best[cj] / 2)
+    grid = _Grid.build(jobs, cluster, table, dur, slot_s)
+    rows = _Rows()
+    _floor_rows(grid, rows)
     if tail:
-        later = cell[cj, np.minimum(ct + 1, slots - 1)]
-        has = ct + 1 < slots
-        for col0, per_f in ((b_col, d), (g_col, np.ones(k))):  # B_t >= this slot's + B_(t+1); G alike
-            block(cells, [(fc, f_col, per_f), (np.nonzero(has)[0], col0 + later[has], np.ones(int(has.sum()))),
-                          (np.arange(cells), col0 + np.arange(cells), -np.ones(cells))], np.zeros(cells))
-        low = np.minimum(at[cj, ct], (arrival + best)[cj])  # C_j >= low (1 - G) + s G + B
-        block(cells, [(np.arange(cells), g_col + np.arange(cells), at[cj, ct] - low),
-                      (np.arange(cells), b_col + np.arange(cells), np.ones(cells)),
-                      (np.arange(cells), c_col + cj, -np.ones(cells))], -low)
-    rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
-    b_ub = np.concatenate(rhs)
+        _tail_rows(grid, rows)
+    return _solve_floor(grid, rows, grid.k + grid.m + (3 if tail else 1) * grid.cells)
+
+
+def _solve_floor(grid: _Grid, rows: _Rows, width: int) -> float:
+    """Minimize the sum of completions over the rows built; the mean JCT (from each job's arrival)."""
+    rr, cc, vals, b_ub = rows.arrays()
     keep = np.isfinite(b_ub)
-    a_ub = sparse.csr_matrix((vals, (rows, cols)), shape=(top, width))[keep]
-    a_eq = sparse.csr_matrix((np.ones(k), (jj, f_col)), shape=(m, width))
+    a_ub = sparse.csr_matrix((vals, (rr, cc)), shape=(rows.top, width))[keep]
+    a_eq = sparse.csr_matrix((np.ones(grid.k), (grid.jj, np.arange(grid.k))), shape=(grid.m, width))
     c = np.zeros(width)
-    c[c_col:c_col + m] = 1.0
+    c[grid.c_col:grid.c_col + grid.m] = 1.0
     bounds = np.column_stack([np.zeros(width), np.full(width, np.inf)])
-    bounds[c_col:c_col + m, 0] = arrival + best
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub[keep], A_eq=a_eq, b_eq=np.ones(m), bounds=bounds, method="highs")
+    bounds[grid.c_col:grid.c_col + grid.m, 0] = grid.arrival + grid.best
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub[keep], A_eq=a_eq, b_eq=np.ones(grid.m), bounds=bounds, method="highs")
     if res.status != 0:
         raise InfeasibleError(f"JCT floor LP failed: {res.message}")
-    return float(res.fun - arrival.sum()) / m
+    return float(res.fun - grid.arrival.sum()) / grid.m
+
+
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """The index sets of ``jct_floor_s``'s relaxation.
+
+    Slots ``0..slots-1`` start at ``start[t]`` (the last one has no end); a *cell* is a (job, slot)
+    after the job's arrival (``cj``, ``ct``: job-major, slots ascending; ``cell[j, t]``: its index or
+    -1); an *f column* is a (job, type, slot) with the job runnable on the type (``jj``, ``rr``,
+    ``tt``; ``d``: the job's isolated time on the type; ``fc``: its cell). Columns of the LP: f (k),
+    C (m), q (cells), then with the tail B (cells) and G (cells).
+    """
+
+    slot_s: float
+    scale: FloatArray  # (m,) GPUs per job
+    arrival: FloatArray  # (m,) seconds after the first arrival
+    best: FloatArray  # (m,) best-type isolated time
+    cap: FloatArray  # (n,) GPUs per type
+    timed: int  # slots with an end
+    slots: int
+    room: FloatArray  # (m, slots) seconds job j may run in slot t (inf in the last slot)
+    at: FloatArray  # (m, slots) s_jt: the later of the slot's start and j's arrival
+    cj: IntArray
+    ct: IntArray
+    cell: IntArray
+    jj: IntArray
+    rr: IntArray
+    tt: IntArray
+    d: FloatArray
+    fc: IntArray
+
+    @classmethod
+    def build(cls, jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, dur: FloatArray,
+              slot_s: float) -> _Grid:
+        scale = np.array([j.scale_factor for j in jobs], dtype=float)
+        arrival = np.array([j.arrival_s for j in jobs], dtype=float)
+        arrival -= arrival.min()
+        best = dur.min(axis=1)
+        cap = np.array([cluster.count(t) for t in cluster.gpu_types], dtype=float)
+        m = dur.shape[0]
+        # timed slots past the moment everything could be done, then one open slot (any schedule fits)
+        end = 1.25 * max(float((arrival + best).max()), ttd_lp_bound_s(jobs, cluster, table))
+        timed = int(np.ceil(end / slot_s))
+        slots = timed + 1
+        start = np.arange(slots) * slot_s
+        room = np.clip(start[None, :] + slot_s - np.maximum(start[None, :], arrival[:, None]), 0.0, slot_s)
+        room[:, -1] = np.inf
+        at = np.maximum(start[None, :], arrival[:, None])  # s_jt
+        cj, ct = np.nonzero(room > 0)  # cells (job, slot) after the job's arrival, job-major, slots ascending
+        cell = np.full((m, slots), -1)
+        cell[cj, ct] = np.arange(cj.size)
+        jj, rr, tt = np.nonzero(np.isfinite(dur)[:, :, None] & (room > 0)[:, None, :])
+        return cls(slot_s, scale, arrival, best, cap, timed, slots, room, at, cj, ct, cell, jj, rr, tt,
+                   dur[jj, rr], cell[jj, tt])
+
+    @property
+    def m(self) -> int:
+        return int(self.scale.size)
+
+    @property
+    def n(self) -> int:
+        return int(self.cap.size)
+
+    @property
+    def k(self) -> int:
+        return int(self.jj.size)
+
+    @property
+    def cells(self) -> int:
+        return int(self.cj.size)
+
+    @property
+    def c_col(self) -> int:
+        return self.k
+
+    @property
+    def q_col(self) -> int:
+        return self.k + self.m
+
+    @property
+    def b_col(self) -> int:
+        return self.k + self.m + self.cells
+
+    @property
+    def g_col(self) -> int:
+        return self.k + self.m + 2 * self.cells
+
+
+class _Rows:
+    """Sparse ``A_ub x <= b_ub`` rows, added block by block."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[IntArray, IntArray, FloatArray]] = []
+        self.rhs: list[FloatArray] = []
+        self.top = 0
+
+    def block(self, rows: int, entries: list[tuple[IntArray, IntArray, FloatArray]], b: FloatArray) -> None:
+        """``rows`` new rows; ``entries``: (row within the block, column, value) arrays; ``b``: their bounds."""
+        self.parts.extend((self.top + r, c, v) for r, c, v in entries)
+        self.rhs.append(b)
+        self.top += rows
+
+    def arrays(self) -> tuple[IntArray, IntArray, FloatArray, FloatArray]:
+        """(row ids, column ids, values, right-hand sides) of every block so far."""
+        rows, cols, vals = (np.concatenate(x) for x in zip(*self.parts, strict=True))
+        return rows, cols, vals, np.concatenate(self.rhs)
+
+
+def _floor_rows(g: _Grid, rows: _Rows) -> None:
+    """Capacity per type and slot, job time per cell, the mean-time bound and its two tangents."""
+    k, m, cells, timed = g.k, g.m, g.cells, g.timed
+    cj, ct, fc = g.cj, g.ct, g.fc
+    f_col = np.arange(k)
+    timed_f = g.tt < timed
+    rows.block(g.n * timed, [(g.rr[timed_f] * timed + g.tt[timed_f], f_col[timed_f], (g.d * g.scale[g.jj])[timed_f])],
+               np.repeat(g.cap, timed) * g.slot_s)  # capacity
+    timed_c = ct < timed
+    rows.block(cells, [(fc[timed_f], f_col[timed_f], g.d[timed_f])],
+               np.where(timed_c, g.room[cj, ct], np.inf))  # job time
+    rows.block(m, [(g.jj, f_col, g.at[g.jj, g.tt]), (cj, g.q_col + np.arange(cells), np.ones(cells)),
+                   (np.arange(m), np.full(m, g.c_col) + np.arange(m), -np.ones(m))], -g.best / 2)  # mean time
+    for frac in (1.0, 0.5):  # q >= tangents of w^2 d_j / 2 (w: the share done in the slot)
+        w0 = np.minimum(1.0, frac * g.room[cj, ct] / g.best[cj])
+        rows.block(cells, [(fc, f_col, (w0 * g.best[cj])[fc]),
+                           (np.arange(cells), g.q_col + np.arange(cells), -np.ones(cells))],
+                   w0 ** 2 * g.best[cj] / 2)
+
+
+def _tail_rows(g: _Grid, rows: _Rows) -> None:
+    """B and G (the time run and the share done from each slot on) and ``C_j >= l (1 - G) + s G + B``."""
+    k, cells, slots = g.k, g.cells, g.slots
+    cj, ct, fc = g.cj, g.ct, g.fc
+    f_col = np.arange(k)
+    later = g.cell[cj, np.minimum(ct + 1, slots - 1)]
+    has = ct + 1 < slots
+    for col0, per_f in ((g.b_col, g.d), (g.g_col, np.ones(k))):  # B_t >= this slot's + B_(t+1); G alike
+        rows.block(cells, [(fc, f_col, per_f), (np.nonzero(has)[0], col0 + later[has], np.ones(int(has.sum()))),
+                           (np.arange(cells), col0 + np.arange(cells), -np.ones(cells))], np.zeros(cells))
+    low = np.minimum(g.at[cj, ct], (g.arrival + g.best)[cj])  # C_j >= low (1 - G) + s G + B
+    rows.block(cells, [(np.arange(cells), g.g_col + np.arange(cells), g.at[cj, ct] - low),
+                       (np.arange(cells), g.b_col + np.arange(cells), np.ones(cells)),
+                       (np.arange(cells), g.c_col + cj, -np.ones(cells))], -low)

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from hadar.arrays import FloatArray
+
 #: placement timelines are drawn only up to this many GPUs and rounds (beyond, they are unreadable)
 TIMELINE_MAX_GPUS = 64
 TIMELINE_MAX_ROUNDS = 400
@@ -41,7 +43,7 @@ def _save(plt: Any, fig: Any, ax: Any, path: Path, xlabel: str, ylabel: str) -> 
     return path
 
 
-def utilization_series(events: Sequence[Mapping[str, Any]], num_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+def utilization_series(events: Sequence[Mapping[str, Any]], num_gpus: int) -> tuple[FloatArray, FloatArray]:
     """(round start times in s, fraction of GPUs leased) from ``round`` events."""
     rounds = [e for e in events if e.get("event") == "round"]
     t = np.array([e["t"] for e in rounds], dtype=float)
@@ -49,7 +51,7 @@ def utilization_series(events: Sequence[Mapping[str, Any]], num_gpus: int) -> tu
     return t, busy / max(num_gpus, 1)
 
 
-def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path) -> Path:
+def jct_cdf(jcts: Mapping[str, Sequence[float | None]], path: Path) -> Path:
     """One CDF line per policy; JCTs in seconds, plotted in hours."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -61,7 +63,7 @@ def jct_cdf(jcts: Mapping[str, Sequence[float]], path: Path) -> Path:
     return _save(plt, fig, ax, path, "job completion time (h)", "fraction of jobs")
 
 
-def utilization(series: Mapping[str, tuple[np.ndarray, np.ndarray]], path: Path) -> Path:
+def utilization(series: Mapping[str, tuple[FloatArray, FloatArray]], path: Path) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for name, (t, u) in series.items():

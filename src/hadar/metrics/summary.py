@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.mechanism.ledger import JobLedger
 
 
@@ -45,7 +46,7 @@ def summarize(ledger: JobLedger, rows: list[JobRow], *, policy: str, wall_s: flo
     jcts = np.array([r.jct_s for r in done], dtype=float)
     delays = np.array([r.queuing_delay_s for r in rows if r.queuing_delay_s is not None], dtype=float)
     start = ledger.first_arrival_s or 0.0
-    end = max((r.finish_s for r in done), default=start)
+    end = max((r.finish_s for r in done if r.finish_s is not None), default=start)
     span = ledger.last_event_s - start
     gpus = ledger.cluster.num_gpus
     util = float(sum(ledger.gpu_busy_s) / (gpus * span)) if span > 0 else 0.0
@@ -68,7 +69,7 @@ def summarize(ledger: JobLedger, rows: list[JobRow], *, policy: str, wall_s: flo
     }
 
 
-def _stat(a: np.ndarray, fn: Any) -> float | None:
+def _stat(a: FloatArray, fn: Any) -> float | None:
     return float(fn(a)) if a.size else None
 
 

@@ -82,7 +82,8 @@ class Cluster:
         object.__setattr__(self, "gpus_by_type", {t: tuple(v) for t, v in by_type.items()})
         up = tuple(i for i, n in enumerate(self.nodes) if n.name not in self.down)
         object.__setattr__(self, "up_nodes", up)
-        object.__setattr__(self, "up_gpus", tuple(g for g, n in enumerate(node_of) if self.nodes[n].name not in self.down))
+        up_set = set(up)
+        object.__setattr__(self, "up_gpus", tuple(g for g, n in enumerate(node_of) if n in up_set))
 
     @property
     def num_gpus(self) -> int:

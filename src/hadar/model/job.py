@@ -20,7 +20,7 @@ class Job:
     job_id: int
     job_type: str
     scale_factor: int
-    total_steps: int
+    total_steps: float
     arrival_s: float = 0.0
     priority_weight: float = 1.0
     slo: float | None = None

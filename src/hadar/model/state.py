@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.model.cluster import Cluster
 from hadar.model.throughput import ThroughputTable
 
@@ -60,23 +61,23 @@ class SchedulerState:
     def job_ids(self) -> tuple[int, ...]:
         return tuple(j.job_id for j in self.jobs)
 
-    def throughput_matrix(self) -> np.ndarray:
+    def throughput_matrix(self) -> FloatArray:
         """m x n matrix of whole-job steps/s (jobs in state order, types in ``gpu_types`` order)."""
         n = len(self.gpu_types)
         if not self.jobs:
             return np.zeros((0, n))
         return np.array([j.throughputs for j in self.jobs], dtype=float)
 
-    def scale_factors(self) -> np.ndarray:
+    def scale_factors(self) -> FloatArray:
         return np.array([j.scale_factor for j in self.jobs], dtype=float)
 
-    def priority_weights(self) -> np.ndarray:
+    def priority_weights(self) -> FloatArray:
         return np.array([j.priority_weight for j in self.jobs], dtype=float)
 
-    def remaining_steps(self) -> np.ndarray:
+    def remaining_steps(self) -> FloatArray:
         return np.array([j.remaining_steps for j in self.jobs], dtype=float)
 
-    def capacities(self) -> np.ndarray:
+    def capacities(self) -> FloatArray:
         return np.array([self.cluster.count(t) for t in self.gpu_types], dtype=float)
 
 
@@ -96,7 +97,7 @@ class Allocation:
 
     job_ids: tuple[int, ...]
     gpu_types: tuple[str, ...]
-    fractions: np.ndarray
+    fractions: FloatArray
     scale_factors: tuple[int, ...] = ()
     counts: Mapping[int, Mapping[str, int]] | None = None
     copies: Mapping[int, tuple[tuple[int, int], ...]] | None = None
@@ -136,9 +137,10 @@ class Allocation:
         i = self._index.get(job_id)
         return None if i is None else self._rows[i]
 
-    def shares(self) -> np.ndarray:
+    def shares(self) -> FloatArray:
         """GPU-equivalents per (job, type): fractions x scale factor."""
-        return self.fractions * np.array(self.scale_factors, dtype=float)[:, None]
+        out: FloatArray = self.fractions * np.array(self.scale_factors, dtype=float)[:, None]
+        return out
 
     def as_dict(self) -> dict[int, dict[str, float]]:
         return {
@@ -147,7 +149,7 @@ class Allocation:
         }
 
     @classmethod
-    def for_state(cls, state: SchedulerState, fractions: np.ndarray, **kw: Any) -> Allocation:
+    def for_state(cls, state: SchedulerState, fractions: FloatArray, **kw: Any) -> Allocation:
         """Build an allocation aligned with ``state``'s jobs and types."""
         return cls(
             job_ids=state.job_ids,

@@ -59,7 +59,8 @@ class ThroughputTable:
         try:
             per_type = self.rates[(job_type, k)]
         except KeyError:
-            raise InputError(f"no throughput for job type {job_type!r} on {k} GPU(s) in {self.source or 'table'}") from None
+            raise InputError(f"no throughput for job type {job_type!r} on {k} GPU(s) "
+                             f"in {self.source or 'table'}") from None
         return float(per_type.get(gpu_type, 0.0))
 
     def rate_on(self, job_type: str, k: int, gpu_type: str) -> float:

@@ -37,10 +37,12 @@ holds even for a job holding more than W GPUs.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.mechanism.forking import CopyCandidate, NodeFree, copies_rate, offer_nodes, split_by_node
 from hadar.mechanism.placement import assign_gpus
 from hadar.model.state import Allocation, SchedulerState
@@ -55,12 +57,18 @@ from hadar.solve.bounds import copy_limits, lp_efficiency
 @register("hadare", "HadarE: Hadar, then job copies (one per node, up to W GPUs each) on every node with free GPUs",
           forwards=HadarPolicy)
 class HadarEPolicy:
-    """``fork``: offer free nodes to copies (off: Hadar's placements run as per-node copies);
-    ``match``: exponent of the LP-fit weight on utilities (0: off; 2 by default);
-    ``fork_guard``: the pace guard's slack in rounds (None: off; 1 round by default);
-    every other keyword is a ``HadarPolicy`` parameter (defaults here: ``plan="pack"``,
-    ``keep_slack=None``, ``first_round=False``).
+    """HadarE's round decision: its own parameters are in ``PARAMS``; every other keyword is a
+    ``HadarPolicy`` parameter (defaults here: ``plan="pack"``, ``keep_slack=None``,
+    ``first_round=False``).
     """
+
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "fork": "offer nodes with free GPUs to job copies (false: Hadar's placements run as one copy per node)",
+        "match": "exponent of the LP-fit weight on utilities: how strongly jobs go to the GPU types the "
+                 "TTD-optimal plan gives them (0: off)",
+        "fork_guard": "pace guard, in rounds: a job within this many rounds of setting the makespan gets copies "
+                      "first, enough to keep pace (null: off)",
+    }
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, forks=True, resolve="every_round",
                                                   planner="forking")
@@ -78,7 +86,7 @@ class HadarEPolicy:
     def traits(self) -> PolicyTraits:
         from dataclasses import replace
 
-        return replace(self.TRAITS, rate_model=self.hadar.rate_model)  # type: ignore[arg-type]
+        return replace(self.TRAITS, rate_model=self.hadar.rate_model)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         jobs, types, cluster = state.jobs, state.gpu_types, state.cluster
@@ -112,12 +120,12 @@ class HadarEPolicy:
                   for jid, gs in gpus.items() if gs}
         return Allocation.for_state(state, fractions, copies=copies)
 
-    def _lp(self, state: SchedulerState) -> tuple[float, np.ndarray]:
+    def _lp(self, state: SchedulerState) -> tuple[float, FloatArray]:
         """(horizon, rel) of the forking LP on the remaining work."""
-        per_gpu, caps = copy_limits(state.jobs, state.cluster, state.table)  # type: ignore[arg-type]
+        per_gpu, caps = copy_limits(state.jobs, state.cluster, state.table)
         return lp_efficiency(per_gpu, state.remaining_steps(), state.cluster, caps)
 
-    def _spread_critical(self, state: SchedulerState, horizon: float, rel: np.ndarray) -> dict[int, tuple[int, ...]]:
+    def _spread_critical(self, state: SchedulerState, horizon: float, rel: FloatArray) -> dict[int, tuple[int, ...]]:
         """Makespan guard for forking (a pace controller). ``t_min``: a job's remaining time at its
         fastest pace (its largest copy on every node); ``H``: the forking LP's horizon for all the
         remaining work. A job with ``t_min >= H - fork_guard x round_s`` (within ``fork_guard`` rounds
@@ -155,7 +163,7 @@ class HadarEPolicy:
                 out[j.job_id] = tuple(mine)
         return out
 
-    def _spread_rate(self, state: SchedulerState) -> np.ndarray:
+    def _spread_rate(self, state: SchedulerState) -> FloatArray:
         """Per job: steps/s with its largest copy on every node at once (its fastest possible pace)."""
         index = {t: r for r, t in enumerate(state.gpu_types)}
         out = np.zeros(len(state.jobs))
@@ -165,7 +173,7 @@ class HadarEPolicy:
                          for n in state.cluster.up_nodes)
         return np.maximum(out, 1e-300)
 
-    def _fork(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, book: PriceBook,
+    def _fork(self, state: SchedulerState, x: FloatArray, value: FloatArray, book: PriceBook,
               gpus: dict[int, list[int]]) -> None:
         """Offer every node's free GPUs to job copies; adds the new copies' GPUs to ``gpus``."""
         cluster = state.cluster
@@ -186,7 +194,7 @@ class HadarEPolicy:
             gpus[state.jobs[i].job_id].extend(g for copy in new for g in copy)
 
 
-def copy_rates(table: ThroughputTable, job_type: str, w: int, types: tuple[str, ...]) -> np.ndarray:
+def copy_rates(table: ThroughputTable, job_type: str, w: int, types: tuple[str, ...]) -> FloatArray:
     """rates[r, k]: steps/s of a copy on k = 0..W GPUs of type r (``ThroughputTable.rate_on``)."""
     rates = np.zeros((len(types), w + 1))
     for r, t in enumerate(types):

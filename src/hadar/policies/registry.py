@@ -4,7 +4,9 @@ One class may be registered under several names with different fixed
 parameters (Gavel's heterogeneity-aware and type-agnostic variants are one
 class with ``type_aware``). Registration checks what the engine relies on:
 the class declares its traits (``TRAITS``, a ``PolicyTraits``) and every
-fixed parameter is a keyword its constructor takes.
+fixed parameter is a keyword its constructor takes. A class describes its
+parameters in ``PARAMS`` (name -> one line); docs/policies.md is generated
+from them (``python -m hadar.policies.catalog docs/policies.md``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from hadar.errors import InputError
 from hadar.policies.base import Policy, PolicyTraits
@@ -25,7 +27,15 @@ _BUILTIN_MODULES = (
     "hadar.policies.hadare",
     "hadar.policies.yarn",
 )
-C = TypeVar("C", bound=type)
+
+
+class Declared(Protocol):
+    """What registration asks of a policy class: its declared traits."""
+
+    TRAITS: ClassVar[PolicyTraits]
+
+
+C = TypeVar("C", bound=type[Declared])
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +44,23 @@ class Entry:
 
     name: str
     description: str
-    cls: type
+    cls: type[Declared]
     fixed: Mapping[str, Any] = field(default_factory=dict)
     forwards: type | None = None  # the class its other keywords go to (HadarE -> Hadar)
+
+    def meanings(self) -> dict[str, str]:
+        """What each settable parameter does: the class's ``PARAMS`` (name -> one line), then those of the
+        class it forwards to; parameters nobody describes are left out."""
+        out = dict(_described(self.forwards))
+        out.update(_described(self.cls))
+        known = self.parameters()
+        return {k: out[k] for k in known if k in out}
+
+    @property
+    def traits(self) -> PolicyTraits:
+        """The traits the class declares (an instance may refine ``type_aware`` and ``rate_model``
+        from its parameters: ``Policy.traits``)."""
+        return self.cls.TRAITS
 
     def parameters(self) -> dict[str, Any]:
         """The parameters a user may set (name -> default), in the constructor's order; a class that
@@ -45,6 +69,12 @@ class Entry:
         if self.forwards is not None:
             out.update({k: v for k, v in _keywords(self.forwards).items() if k not in out})
         return {k: v for k, v in out.items() if k not in self.fixed}
+
+
+def _described(cls: type | None) -> Mapping[str, str]:
+    """A class's optional ``PARAMS`` (parameter -> what it does), for documentation only."""
+    docs: Mapping[str, str] = getattr(cls, "PARAMS", {}) if cls is not None else {}
+    return docs
 
 
 def _keywords(cls: type) -> dict[str, Any]:
@@ -73,6 +103,10 @@ def register(name: str, description: str, *, forwards: type | None = None, **fix
         unknown = [k for k in fixed if k not in params]
         if unknown:
             raise TypeError(f"policy {name!r}: {cls.__name__} takes no parameter {unknown[0]!r}")
+        settable = set(params) | (set(inspect.signature(forwards).parameters) if forwards is not None else set())
+        stale = [k for k in _described(cls) if k not in settable]
+        if stale:
+            raise TypeError(f"policy {name!r}: {cls.__name__}.PARAMS describes {stale[0]!r}, which it does not take")
         _ENTRIES[name] = Entry(name, description, cls, MappingProxyType(dict(fixed)), forwards)
         return cls
 
@@ -122,7 +156,9 @@ def create(name: str, **params: Any) -> Policy:
         policy = e.cls(**e.fixed, **params)
     except (TypeError, ValueError) as exc:
         raise InputError(f"policy {name!r}: {exc}") from None
-    return policy  # type: ignore[no-any-return]
+    if not isinstance(policy, Policy):
+        raise TypeError(f"policy {name!r}: {e.cls.__name__} instances lack name, traits or allocate(state)")
+    return policy
 
 
 def _annotations(cls: type | None) -> dict[str, str]:

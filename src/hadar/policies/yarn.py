@@ -17,6 +17,7 @@ turns its GPU counts into leases, keeping a running job on its GPUs.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import ClassVar
 
 import numpy as np
@@ -29,6 +30,10 @@ from hadar.policies.registry import register
 @register("yarn_cs", "YARN capacity scheduler: FIFO, non-preemptive, gang on one GPU type, blind to types")
 class YarnCapacityScheduler:
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False, resolve="every_round", planner="placement")
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "seed": "seed of the random pick among the GPU types with room for the head job (a run passes its "
+                "`--seed`)",
+    }
     name: ClassVar[str] = "yarn_cs"
     traits: ClassVar[PolicyTraits] = TRAITS
 

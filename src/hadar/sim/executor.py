@@ -96,7 +96,7 @@ class SimulatedExecutor:
         full = [math.floor(r * plan.duration_s) for r in rates]
         if sum(full) <= remaining:
             return [LeaseResult(lease.job_id, lease.copy, lease.gpus, float(n), plan.start_s + (n / r if r > 0 else 0))
-                    for lease, r, n in zip(leases, rates, full)]
+                    for lease, r, n in zip(leases, rates, full, strict=True)]
         t = remaining / sum(rates)
         return [LeaseResult(lease.job_id, lease.copy, lease.gpus, r * t, plan.start_s + (t if r > 0 else 0.0))
-                for lease, r in zip(leases, rates)]
+                for lease, r in zip(leases, rates, strict=True)]

@@ -67,7 +67,8 @@ def read_trace(path: str | Path) -> list[Job]:
             raise InputError(f"{where}: arrival time {arrival_s} is earlier than the previous line's {last_arrival}")
         last_arrival = arrival_s
         slo_v = _number(slo, "SLO", where)
-        jobs.append(_job(len(jobs), jt.strip(), scale, total_steps, arrival_s, _number(weight, "priority_weight", where),
+        weight_v = _number(weight, "priority_weight", where)
+        jobs.append(_job(len(jobs), jt.strip(), scale, total_steps, arrival_s, weight_v,
                          where, slo=None if slo_v < 0 else slo_v, command=command, working_directory=workdir,
                          num_steps_arg=steps_arg, needs_data_dir=_number(needs_data, "needs_data_dir", where) != 0))
     return jobs

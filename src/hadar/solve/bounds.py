@@ -5,19 +5,29 @@ per-type capacities, optional per-job caps and arrival segments; solved with sci
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
+from hadar.arrays import FloatArray
 from hadar.errors import InfeasibleError
 from hadar.model.cluster import Cluster
-from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
 
 
-def copy_limits(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> tuple[np.ndarray, np.ndarray]:
+class JobKind(Protocol):
+    """What ``copy_limits`` reads of a job: a submitted ``Job`` or a ``JobView`` of the scheduler's state."""
+
+    @property
+    def job_type(self) -> str: ...
+
+    @property
+    def scale_factor(self) -> int: ...
+
+
+def copy_limits(jobs: Sequence[JobKind], cluster: Cluster, table: ThroughputTable) -> tuple[FloatArray, FloatArray]:
     """Per (job, type): the best steps per GPU-second of one copy, and the most GPUs its copies hold at once."""
     types = cluster.gpu_types
     sizes = {t: [cluster.nodes[n].gpus for n in cluster.nodes_of_type(t)] for t in types}
@@ -31,14 +41,14 @@ def copy_limits(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -
     return per_gpu, caps
 
 
-def _min_time_lp(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster,
-                 arrivals: np.ndarray | None = None) -> float:
+def _min_time_lp(per_gpu: FloatArray, steps: FloatArray, cluster: Cluster,
+                 arrivals: FloatArray | None = None) -> float:
     return min_time_lp(per_gpu, steps, cluster, arrivals)[0]
 
 
-def min_time_lp(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster,
-                arrivals: np.ndarray | None = None, *, job_caps: np.ndarray | None = None,
-                max_segments: int | None = None) -> tuple[float, np.ndarray]:
+def min_time_lp(per_gpu: FloatArray, steps: FloatArray, cluster: Cluster,
+                arrivals: FloatArray | None = None, *, job_caps: FloatArray | None = None,
+                max_segments: int | None = None) -> tuple[float, FloatArray]:
     """min T over GPU-seconds y[j, r, segment]; segments split time at the arrivals (if given).
 
     Returns T and the capacity duals summed over segments: the value of one
@@ -60,8 +70,8 @@ def min_time_lp(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster,
     return float(res.x[-1]), duals
 
 
-def lp_efficiency(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster,
-                  job_caps: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+def lp_efficiency(per_gpu: FloatArray, steps: FloatArray, cluster: Cluster,
+                  job_caps: FloatArray | None = None) -> tuple[float, FloatArray]:
     """The min-time LP's T for ``steps`` (all jobs present now) and how well each (job, type) pair fits it.
 
     ``rel[j, r] = mu_j x rate_jr / (p_r + q_jr)`` capped at 1, from the
@@ -84,8 +94,9 @@ def lp_efficiency(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster,
     return float(res.x[-1]), np.where(per_gpu > 0, np.minimum(rel, 1.0), 0.0)
 
 
-def _solve_min_time(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster, arrivals: np.ndarray | None,
-                    job_caps: np.ndarray | None, max_segments: int | None) -> tuple[Any, int, list[tuple[int, int, int]]]:
+def _solve_min_time(per_gpu: FloatArray, steps: FloatArray, cluster: Cluster, arrivals: FloatArray | None,
+                    job_caps: FloatArray | None, max_segments: int | None
+                    ) -> tuple[Any, int, list[tuple[int, int, int]]]:
     """Build and solve min_time_lp's program: (scipy result, segments, (job, type, row) of each cap row)."""
     m, n = per_gpu.shape
     if np.any(per_gpu.max(axis=1) <= 0):
@@ -119,8 +130,9 @@ def _solve_min_time(per_gpu: np.ndarray, steps: np.ndarray, cluster: Cluster, ar
     return res, seg, cap_rows
 
 
-def _demand_and_capacity_rows(per_gpu: np.ndarray, steps: np.ndarray, cap: np.ndarray, points: np.ndarray,
-                              cols: list[tuple[int, int, int]]) -> tuple[list[int], list[int], list[float], list[float]]:
+def _demand_and_capacity_rows(per_gpu: FloatArray, steps: FloatArray, cap: FloatArray, points: FloatArray,
+                              cols: list[tuple[int, int, int]]
+                              ) -> tuple[list[int], list[int], list[float], list[float]]:
     """Sparse rows (row ids, column ids, values, right-hand sides): demand rows 0..m-1, capacity rows
     m + k*n + r; T is the last column."""
     m, n = per_gpu.shape
@@ -149,7 +161,7 @@ def _demand_and_capacity_rows(per_gpu: np.ndarray, steps: np.ndarray, cap: np.nd
     return rows, cidx, vals, b
 
 
-def _cap_rows(cols: list[tuple[int, int, int]], job_caps: np.ndarray, cap: np.ndarray, points: np.ndarray,
+def _cap_rows(cols: list[tuple[int, int, int]], job_caps: FloatArray, cap: FloatArray, points: FloatArray,
               nrows: int, nv: int, out: tuple[list[int], list[int], list[float], list[float]],
               cap_rows: list[tuple[int, int, int]]) -> None:
     """Rows y[j, r, k] <= job_caps[j, r] x segment length (the last: x (T - a_K)), appended to ``out``

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import OptimizeResult, linprog
 
+from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import SolverError
 
 #: HiGHS method used for every LP. The dual simplex without presolve was the
@@ -33,17 +34,18 @@ LP_METHOD = "highs-ds"
 LP_OPTIONS = {"presolve": False}
 
 
-def clip_fractions(x: np.ndarray) -> np.ndarray:
+def clip_fractions(x: FloatArray) -> FloatArray:
     """Clip to [0, 1] as Gavel does after every solve (removes solver round-off)."""
-    return np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+    out: FloatArray = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+    return out
 
 
-def active_mask(throughputs: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+def active_mask(throughputs: FloatArray, capacities: FloatArray) -> BoolArray:
     """Entries that may be non-zero: positive throughput on a type that has GPUs."""
     return (np.asarray(throughputs) > 0) & (np.asarray(capacities) > 0)[None, :]
 
 
-def unique_rows(features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def unique_rows(features: FloatArray) -> tuple[IntArray, IntArray, IntArray]:
     """Group identical rows: ``(first index, inverse, counts)`` of each class.
 
     Identical jobs are interchangeable in every Gavel LP, and the centered
@@ -64,30 +66,32 @@ class Variables:
     """Index of the active entries: variable ``v`` is ``x[rows[v], cols[v]]``."""
 
     shape: tuple[int, int]
-    rows: np.ndarray
-    cols: np.ndarray
+    rows: IntArray
+    cols: IntArray
 
     @classmethod
-    def of(cls, active: np.ndarray) -> Variables:
+    def of(cls, active: BoolArray) -> Variables:
         rows, cols = np.nonzero(active)
-        return cls(active.shape, rows, cols)
+        m, n = active.shape
+        return cls((m, n), rows, cols)
 
     @property
     def count(self) -> int:
         return int(self.rows.size)
 
-    def to_matrix(self, values: np.ndarray) -> np.ndarray:
+    def to_matrix(self, values: FloatArray) -> FloatArray:
         x = np.zeros(self.shape)
         x[self.rows, self.cols] = values[: self.count]
         return x
 
-    def gather(self, matrix: np.ndarray) -> np.ndarray:
-        return np.asarray(matrix)[self.rows, self.cols]
+    def gather(self, matrix: FloatArray) -> FloatArray:
+        out: FloatArray = np.asarray(matrix)[self.rows, self.cols]
+        return out
 
 
 def base_constraints(
-    var: Variables, weights: np.ndarray, capacities: np.ndarray, extra_cols: int = 0
-) -> tuple[sp.csr_matrix, np.ndarray]:
+    var: Variables, weights: FloatArray, capacities: FloatArray, extra_cols: int = 0
+) -> tuple[sp.csr_matrix, FloatArray]:
     """``A x <= b`` for the capacity rows (first ``n``) then the per-job rows (next ``m``).
 
     ``weights[i]`` is the GPUs one unit of ``x[i, j]`` holds (``k_i * s_i``);
@@ -104,7 +108,7 @@ def base_constraints(
 
 
 def demand_rows(
-    var: Variables, coef: np.ndarray, rows: np.ndarray, extra_cols: int, tau_coef: float | None = None
+    var: Variables, coef: FloatArray, rows: IntArray, extra_cols: int, tau_coef: float | None = None
 ) -> sp.csr_matrix:
     """``-sum_j coef_ij x_ij (+ tau_coef * tau)`` for each job in ``rows``; tau is the last column."""
     m, _ = var.shape
@@ -121,10 +125,10 @@ def demand_rows(
 
 
 def solve_lp(
-    c: np.ndarray,
+    c: FloatArray,
     a_ub: sp.spmatrix,
-    b_ub: np.ndarray,
-    bounds: np.ndarray,
+    b_ub: FloatArray,
+    bounds: FloatArray,
     what: str,
 ) -> OptimizeResult:
     """Minimize ``c @ z`` s.t. ``a_ub @ z <= b_ub`` and ``bounds``; raise SolverError unless optimal."""
@@ -139,13 +143,13 @@ def solve_lp(
 
 def maxmin_lp(
     var: Variables,
-    coef: np.ndarray,
-    weights: np.ndarray,
-    capacities: np.ndarray,
-    free: np.ndarray,
-    floors: np.ndarray | None = None,
+    coef: FloatArray,
+    weights: FloatArray,
+    capacities: FloatArray,
+    free: BoolArray,
+    floors: FloatArray | None = None,
     what: str = "max-min LP",
-) -> tuple[float, np.ndarray]:
+) -> tuple[float, FloatArray]:
     """Maximize ``tau`` s.t. ``coef_i . x_i >= tau`` for ``free`` rows, ``>= floors_i`` for the others.
 
     Rows that are neither free nor have a finite floor are unconstrained.
@@ -173,7 +177,7 @@ def maxmin_lp(
     return float(res.x[-1]), var.to_matrix(res.x)
 
 
-def scale_to_unit(coef: np.ndarray) -> tuple[np.ndarray, float]:
+def scale_to_unit(coef: FloatArray) -> tuple[FloatArray, float]:
     """Rescale ``coef`` by one positive factor so its typical row maximum is 1 (better HiGHS numerics)."""
     row_max = coef.max(axis=1) if coef.size else np.zeros(0)
     positive = row_max[row_max > 0]

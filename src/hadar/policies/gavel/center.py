@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hadar.arrays import BoolArray, FloatArray
 from hadar.errors import SolverError
 from hadar.numeric import cholesky_solve
 
@@ -61,32 +62,32 @@ class Face:
     with ``u = a_i . x_i`` instead of ``log(u - g)``.
     """
 
-    a: np.ndarray  # (m, n) demand coefficients, 0 where inactive
-    g: np.ndarray  # (m,) demand floors; -inf = no demand row
-    k: np.ndarray  # (m,) multiplicities
-    s: np.ndarray  # (m,) scale factors
-    capacities: np.ndarray  # (n,)
-    active: np.ndarray  # (m, n) bool
-    c: np.ndarray | None = None  # (m, n) global floor coefficients
+    a: FloatArray  # (m, n) demand coefficients, 0 where inactive
+    g: FloatArray  # (m,) demand floors; -inf = no demand row
+    k: FloatArray  # (m,) multiplicities
+    s: FloatArray  # (m,) scale factors
+    capacities: FloatArray  # (n,)
+    active: BoolArray  # (m, n)
+    c: FloatArray | None = None  # (m, n) global floor coefficients
     c_floor: float = 0.0
     socp: bool = False
 
     @property
-    def has_demand(self) -> np.ndarray:
+    def has_demand(self) -> BoolArray:
         return np.isfinite(self.g)
 
 
 @dataclass(slots=True)
 class _Slacks:
-    x: np.ndarray
-    row: np.ndarray
-    demand: np.ndarray
-    cap: np.ndarray
+    x: FloatArray
+    row: FloatArray
+    demand: FloatArray
+    cap: FloatArray
     glob: float
-    u: np.ndarray
+    u: FloatArray
 
 
-def _slacks(face: Face, x: np.ndarray) -> _Slacks:
+def _slacks(face: Face, x: FloatArray) -> _Slacks:
     u = (face.a * x).sum(axis=1)
     demand = np.where(face.has_demand, u - np.where(face.has_demand, face.g, 0.0), 1.0)
     # a type with no GPUs (all its nodes down) has no variables: its capacity row is left out (slack 1)
@@ -108,7 +109,7 @@ def _barrier(face: Face, sl: _Slacks) -> float:
     return float(-(face.k * per_row).sum() - np.log(sl.cap).sum() - np.log(sl.glob))
 
 
-def _newton_step(face: Face, x: np.ndarray, sl: _Slacks) -> tuple[np.ndarray, float]:
+def _newton_step(face: Face, x: FloatArray, sl: _Slacks) -> tuple[FloatArray, float]:
     """Newton direction of the barrier at ``x`` and the squared Newton decrement.
 
     Per row the Hessian is ``k (diag(1/x^2) + 11^T / r^2 + quad a a^T)`` (n x n, positive definite,
@@ -149,7 +150,7 @@ def _newton_step(face: Face, x: np.ndarray, sl: _Slacks) -> tuple[np.ndarray, fl
     return dx, float(-(grad * dx).sum())
 
 
-def _max_step(face: Face, x: np.ndarray, dx: np.ndarray, sl: _Slacks) -> float:
+def _max_step(face: Face, x: FloatArray, dx: FloatArray, sl: _Slacks) -> float:
     """Largest step keeping every slack positive (times 0.99), capped at 1."""
     ratios = [np.where(face.active & (dx < 0), sl.x / np.where(dx < 0, -dx, 1.0), np.inf).min(initial=np.inf)]
     drow = dx.sum(axis=1)
@@ -163,10 +164,10 @@ def _max_step(face: Face, x: np.ndarray, dx: np.ndarray, sl: _Slacks) -> float:
         dg = float(((face.k[:, None] * face.c) * dx).sum())
         if dg < 0:
             ratios.append(sl.glob / -dg)
-    return min(1.0, 0.99 * min(ratios))
+    return float(min(1.0, 0.99 * min(ratios)))
 
 
-def analytic_center(face: Face, x0: np.ndarray) -> np.ndarray:
+def analytic_center(face: Face, x0: FloatArray) -> FloatArray:
     """Maximize the log-barrier of ``face`` from the strictly feasible ``x0`` (damped Newton).
 
     Stops at a Newton decrement of ``_DECREMENT_TOL`` or once quadratic
@@ -199,16 +200,17 @@ def analytic_center(face: Face, x0: np.ndarray) -> np.ndarray:
     return x
 
 
-def interior_point(face: Face) -> np.ndarray:
+def interior_point(face: Face) -> FloatArray:
     """A point strictly inside the base constraints (half capacity, rows <= 1/2)."""
     act = face.active.astype(float)
     load = ((face.k * face.s)[:, None] * act).sum(axis=0)
     per_type = np.where(load > 0, 0.5 * face.capacities / np.where(load > 0, load, 1.0), 0.0)
     x = act * per_type[None, :]
-    return x / np.maximum(1.0, 2.0 * x.sum(axis=1))[:, None]
+    out: FloatArray = x / np.maximum(1.0, 2.0 * x.sum(axis=1))[:, None]
+    return out
 
 
-def repair(face: Face, x: np.ndarray) -> np.ndarray:
+def repair(face: Face, x: FloatArray) -> FloatArray:
     """Project a solver point into the base constraints (clips tolerance-level violations)."""
     x = np.where(face.active, np.clip(x, 0.0, None), 0.0)
     x = x / np.maximum(1.0, x.sum(axis=1))[:, None]
@@ -217,7 +219,7 @@ def repair(face: Face, x: np.ndarray) -> np.ndarray:
     return x * scale[None, :]
 
 
-def blend_start(face: Face, x_opt: np.ndarray) -> np.ndarray:
+def blend_start(face: Face, x_opt: FloatArray) -> FloatArray:
     """A strictly feasible start near ``x_opt`` (a solver point on the face, before fattening)."""
     xv = repair(face, x_opt)
     xi = interior_point(face)
@@ -239,7 +241,7 @@ def blend_start(face: Face, x_opt: np.ndarray) -> np.ndarray:
     raise SolverError("centering: found no strictly feasible start (the face is empty at this tolerance)")
 
 
-def center_face(face: Face, x_opt: np.ndarray) -> np.ndarray:
+def center_face(face: Face, x_opt: FloatArray) -> FloatArray:
     """Analytic center of ``face`` starting next to the solver point ``x_opt``."""
     if face.a.shape[0] == 0:
         return np.zeros(face.a.shape)

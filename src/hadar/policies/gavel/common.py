@@ -7,15 +7,20 @@ type j; rows follow ``state.jobs``, columns ``state.gpu_types``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
+from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.numeric import matvec
 from hadar.policies.base import PolicyTraits
 from hadar.solve.lp import active_mask, clip_fractions, unique_rows
+
+_S = TypeVar("_S", bound=np.generic)
 
 #: Gavel's agnostic makespan/FTF pretend every GPU is this type.
 REFERENCE_TYPE = "v100"
@@ -25,13 +30,13 @@ REFERENCE_TYPE = "v100"
 class Inputs:
     """The arrays every Gavel policy reads from a ``SchedulerState``."""
 
-    throughputs: np.ndarray  # (m, n) steps/s
-    scale_factors: np.ndarray  # (m,)
-    weights: np.ndarray  # (m,) priority weights
-    remaining: np.ndarray  # (m,) steps
-    age_s: np.ndarray  # (m,) now - arrival
-    capacities: np.ndarray  # (n,)
-    active: np.ndarray  # (m, n) bool: where x may be > 0
+    throughputs: FloatArray  # (m, n) steps/s
+    scale_factors: FloatArray  # (m,)
+    weights: FloatArray  # (m,) priority weights
+    remaining: FloatArray  # (m,) steps
+    age_s: FloatArray  # (m,) now - arrival
+    capacities: FloatArray  # (n,)
+    active: BoolArray  # (m, n): where x may be > 0
 
     @classmethod
     def of(cls, state: SchedulerState) -> Inputs:
@@ -49,13 +54,13 @@ class Inputs:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.throughputs.shape  # type: ignore[return-value]
+        return self.throughputs.shape
 
-    def rates_for(self, gpu_types: tuple[str, ...], *, agnostic: bool) -> np.ndarray:
+    def rates_for(self, gpu_types: tuple[str, ...], *, agnostic: bool) -> FloatArray:
         """The throughputs a policy sees: real ones, or the agnostic V100 view."""
         return self.reference_rates(gpu_types) if agnostic else self.throughputs
 
-    def reference_rates(self, gpu_types: tuple[str, ...]) -> np.ndarray:
+    def reference_rates(self, gpu_types: tuple[str, ...]) -> FloatArray:
         """Agnostic view: every type gets the job's rate on ``v100`` (else the first type)."""
         col = gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in gpu_types else 0
         n = self.shape[1]
@@ -64,7 +69,7 @@ class Inputs:
         return np.repeat(self.throughputs[:, [col]], n, axis=1)
 
 
-def proportional_throughputs(throughputs: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+def proportional_throughputs(throughputs: FloatArray, capacities: FloatArray) -> FloatArray:
     """``prop_i = sum_j T_ij N_j / sum_k N_k`` (Gavel's proportional baseline)."""
     total = float(capacities.sum())
     if total <= 0:
@@ -72,7 +77,7 @@ def proportional_throughputs(throughputs: np.ndarray, capacities: np.ndarray) ->
     return matvec(throughputs, capacities / total)
 
 
-def isolated_fractions(scale_factors: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+def isolated_fractions(scale_factors: FloatArray, capacities: FloatArray) -> FloatArray:
     """Gavel's ``IsolatedPolicy``: ``x_ij = (N_j / m) / s_i``, each row divided by ``max(1, row sum)``.
 
     An equal ``1/m`` slice of every type; it never exceeds the capacities.
@@ -81,35 +86,37 @@ def isolated_fractions(scale_factors: np.ndarray, capacities: np.ndarray) -> np.
     if m == 0:
         return np.zeros((0, capacities.size))
     x = np.tile(capacities / m, (m, 1)) / scale_factors[:, None]
-    return x / np.maximum(1.0, x.sum(axis=1))[:, None]
+    out: FloatArray = x / np.maximum(1.0, x.sum(axis=1))[:, None]
+    return out
 
 
-def isolated_throughputs(throughputs: np.ndarray, scale_factors: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+def isolated_throughputs(throughputs: FloatArray, scale_factors: FloatArray, capacities: FloatArray) -> FloatArray:
     """``T^iso_i = sum_j T_ij x^iso_ij`` with Gavel's isolated fractions."""
-    return (throughputs * isolated_fractions(scale_factors, capacities)).sum(axis=1)
+    out: FloatArray = (throughputs * isolated_fractions(scale_factors, capacities)).sum(axis=1)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
 class Classes:
     """Identical rows collapsed: row ``c`` of the reduced problem stands for ``counts[c]`` jobs."""
 
-    rows: np.ndarray  # (m,) bool: rows that take part (others get x = 0)
-    first: np.ndarray  # (c,) index (into all rows) of each class's first member
-    inverse: np.ndarray  # (number of taking-part rows,) class of each
-    counts: np.ndarray  # (c,)
+    rows: BoolArray  # (m,): rows that take part (others get x = 0)
+    first: IntArray  # (c,) index (into all rows) of each class's first member
+    inverse: IntArray  # (number of taking-part rows,) class of each
+    counts: FloatArray  # (c,)
 
     @classmethod
-    def of(cls, rows: np.ndarray, *features: np.ndarray) -> Classes:
+    def of(cls, rows: BoolArray, *features: FloatArray) -> Classes:
         cols = [f.reshape(f.shape[0], -1) for f in features]
         feats = np.hstack(cols)[rows] if cols else np.zeros((int(rows.sum()), 0))
         first, inverse, counts = unique_rows(feats)
         idx = np.nonzero(rows)[0]
         return cls(rows, idx[first] if first.size else first, inverse, counts.astype(float))
 
-    def take(self, arr: np.ndarray) -> np.ndarray:
+    def take(self, arr: npt.NDArray[_S]) -> npt.NDArray[_S]:
         return arr[self.first]
 
-    def expand(self, x_cls: np.ndarray, m: int) -> np.ndarray:
+    def expand(self, x_cls: FloatArray, m: int) -> FloatArray:
         x = np.zeros((m, x_cls.shape[1]))
         if self.inverse.size:
             x[self.rows] = x_cls[self.inverse]
@@ -117,12 +124,12 @@ class Classes:
 
 
 def empty_allocation(state: SchedulerState, **kw: object) -> Allocation:
-    return Allocation.for_state(state, np.zeros((0, len(state.gpu_types))), **kw)  # type: ignore[arg-type]
+    return Allocation.for_state(state, np.zeros((0, len(state.gpu_types))), **kw)
 
 
-def finish(state: SchedulerState, x: np.ndarray, active: np.ndarray, **kw: object) -> Allocation:
+def finish(state: SchedulerState, x: FloatArray, active: BoolArray, **kw: object) -> Allocation:
     """Clip to [0, 1], force zeros off ``active`` and wrap as an ``Allocation``."""
-    return Allocation.for_state(state, np.where(active, clip_fractions(x), 0.0), **kw)  # type: ignore[arg-type]
+    return Allocation.for_state(state, np.where(active, clip_fractions(x), 0.0), **kw)
 
 
 class GavelPolicy:
@@ -154,7 +161,7 @@ class GavelPolicy:
         inp = Inputs.of(state)
         return self.solve(state, inp, inp.rates_for(state.gpu_types, agnostic=not self.type_aware))
 
-    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         raise NotImplementedError
 
 
@@ -163,6 +170,11 @@ class ReferenceSolved(GavelPolicy):
     re-implementation of ECOS (ecos_ipm.py); Gavel-compatible runs select it (the run builder)."""
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(reference_solver=True)
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "solver": "`highs`: the optimum from HiGHS LPs, returned as the analytic center of the optimal set; "
+                  "`ecos`: the point Gavel's ECOS returns, from cvxpy's problem form solved by the "
+                  "re-implementation of ECOS's iterations (`--gavel-compat` selects it)",
+    }
 
     def __init__(self, *, type_aware: bool = True, solver: str = "highs") -> None:
         super().__init__(type_aware=type_aware)

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.policies.gavel.ecos_ipm import ConicResult, solve_conic
 
 
@@ -25,27 +27,27 @@ from hadar.policies.gavel.ecos_ipm import ConicResult, solve_conic
 class ConicForm:
     """``min c'x s.t. G x + s = h, s in R^l_+ x SOC(q...)``; ``x_slice`` locates the allocation."""
 
-    c: np.ndarray
+    c: FloatArray
     g: sp.csc_matrix
-    h: np.ndarray
-    l: int
+    h: FloatArray
+    orthant: int  # rows of the nonnegative orthant (ECOS's l)
     q: tuple[int, ...]
     shape: tuple[int, int]
     x_offset: int = 0
-    dims: dict = field(init=False)
+    dims: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "dims", {"l": self.l, "q": list(self.q)})
+        object.__setattr__(self, "dims", {"l": self.orthant, "q": list(self.q)})
 
-    def solve(self) -> tuple[np.ndarray, ConicResult]:
+    def solve(self) -> tuple[FloatArray, ConicResult]:
         res = solve_conic(self.c, self.g, self.h, self.dims)
         m, n = self.shape
         x = res.x[self.x_offset:self.x_offset + m * n].reshape((n, m)).T
         return x, res
 
 
-def gavel_order(job_ids: Sequence[int], gpu_types: Sequence[str], rows: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
+def gavel_order(job_ids: Sequence[int], gpu_types: Sequence[str], rows: BoolArray
+                ) -> tuple[IntArray, IntArray]:
     """(job indices, type indices) in the order Gavel builds its matrices: jobs by id, types by name.
 
     The order does not change ECOS's iterates mathematically, but it fixes their round-off, which
@@ -56,8 +58,8 @@ def gavel_order(job_ids: Sequence[int], gpu_types: Sequence[str], rows: np.ndarr
     return jobs, np.argsort(np.asarray(gpu_types, dtype=str), kind="stable")
 
 
-def _base_rows(scale_factors: np.ndarray, capacities: np.ndarray, col0: int, ncols: int
-               ) -> tuple[sp.coo_matrix, np.ndarray]:
+def _base_rows(scale_factors: FloatArray, capacities: FloatArray, col0: int, ncols: int
+               ) -> tuple[sp.coo_matrix, FloatArray]:
     """Rows of the base constraints over variables ``x`` starting at column ``col0``."""
     m, n = scale_factors.size, capacities.size
     mn = m * n
@@ -72,7 +74,7 @@ def _base_rows(scale_factors: np.ndarray, capacities: np.ndarray, col0: int, nco
     return g, h
 
 
-def _throughput_rows(throughputs: np.ndarray, col0: int, ncols: int, sign: float = -1.0) -> sp.coo_matrix:
+def _throughput_rows(throughputs: FloatArray, col0: int, ncols: int, sign: float = -1.0) -> sp.coo_matrix:
     """Row ``i``: ``sign * sum_j T_ij x_ij``."""
     m, n = throughputs.shape
     i_of = np.tile(np.arange(m), n)
@@ -80,7 +82,7 @@ def _throughput_rows(throughputs: np.ndarray, col0: int, ncols: int, sign: float
     return sp.coo_matrix((sign * throughputs[i_of, j_of], (i_of, col0 + np.arange(m * n))), shape=(m, ncols))
 
 
-def max_sum_throughput(throughputs: np.ndarray, scale_factors: np.ndarray, capacities: np.ndarray) -> ConicForm:
+def max_sum_throughput(throughputs: FloatArray, scale_factors: FloatArray, capacities: FloatArray) -> ConicForm:
     """``Maximize(sum(multiply(T, x)))`` s.t. base: ``c = -vec(T)``."""
     m, n = throughputs.shape
     g, h = _base_rows(scale_factors, capacities, 0, m * n)
@@ -88,8 +90,8 @@ def max_sum_throughput(throughputs: np.ndarray, scale_factors: np.ndarray, capac
     return ConicForm(c, g.tocsc(), h, g.shape[0], (), (m, n))
 
 
-def makespan_feasibility(throughputs: np.ndarray, scale_factors: np.ndarray, capacities: np.ndarray,
-                         remaining: np.ndarray, duration_s: float) -> ConicForm:
+def makespan_feasibility(throughputs: FloatArray, scale_factors: FloatArray, capacities: FloatArray,
+                         remaining: FloatArray, duration_s: float) -> ConicForm:
     """``Maximize(1)`` (so ``c = 0``) s.t. base and ``sum(multiply(T, x), axis=1) >= R / T``."""
     m, n = throughputs.shape
     g, h = _base_rows(scale_factors, capacities, 0, m * n)
@@ -99,8 +101,8 @@ def makespan_feasibility(throughputs: np.ndarray, scale_factors: np.ndarray, cap
     return ConicForm(np.zeros(m * n), gg, hh, gg.shape[0], (), (m, n))
 
 
-def finish_time_fairness(throughputs: np.ndarray, scale_factors: np.ndarray, capacities: np.ndarray,
-                         age_s: np.ndarray, remaining: np.ndarray, denominators: np.ndarray) -> ConicForm:
+def finish_time_fairness(throughputs: FloatArray, scale_factors: FloatArray, capacities: FloatArray,
+                         age_s: FloatArray, remaining: FloatArray, denominators: FloatArray) -> ConicForm:
     """``Minimize(maximum(*rho_i))``, ``rho_i = (t_i + R_i inv_pos(T_i . x_i)) / D_i``, s.t. base.
 
     cvxpy's variables: ``[r, vec(x), u_1..u_m]`` (``r`` the epigraph of the maximum, absent when
@@ -139,5 +141,5 @@ def finish_time_fairness(throughputs: np.ndarray, scale_factors: np.ndarray, cap
         c[0] = 1.0
     else:
         c[u0] = coef[0]
-    l = gg.shape[0] - 3 * m
-    return ConicForm(c, gg, hh, l, (3,) * m, (m, n), x0)
+    orthant = gg.shape[0] - 3 * m
+    return ConicForm(c, gg, hh, orthant, (3,) * m, (m, n), x0)

@@ -16,10 +16,12 @@ stops the scan (no job jumps the queue).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits
 from hadar.policies.gavel.common import Inputs, empty_allocation
@@ -32,7 +34,7 @@ def arrival_order(state: SchedulerState) -> list[int]:
     return sorted(range(len(state.jobs)), key=lambda i: (state.jobs[i].arrival_s, state.jobs[i].job_id))
 
 
-def _fastest(throughputs: np.ndarray, room: np.ndarray, gpu_types: tuple[str, ...]) -> int:
+def _fastest(throughputs: FloatArray, room: FloatArray, gpu_types: tuple[str, ...]) -> int:
     """Index of the fastest type with room; ties go to the alphabetically first type (Gavel)."""
     best, best_rate = -1, -1.0
     for j in sorted(np.nonzero(room)[0], key=lambda j: gpu_types[j]):
@@ -66,13 +68,16 @@ class FifoPerf:
 @register("fifo", "FIFO, type-agnostic: a random type with room, kept until the job completes")
 class Fifo:
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False, skip_zero_priority=True)
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "seed": "seed of the GPU type drawn for each job when it starts (a run passes its `--seed`)",
+    }
     name: ClassVar[str] = "fifo"
     traits: ClassVar[PolicyTraits] = TRAITS
 
     def __init__(self, *, seed: int = 0) -> None:
         self.seed = int(seed)
 
-    def _draw(self, job_id: int, room: np.ndarray) -> int:
+    def _draw(self, job_id: int, room: FloatArray) -> int:
         choices = np.nonzero(room)[0]
         rng = np.random.default_rng((self.seed, int(job_id)))
         return int(choices[rng.integers(choices.size)])

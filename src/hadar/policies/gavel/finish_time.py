@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel import cvx_forms
 from hadar.policies.gavel.center import FACE_TOL, interior_point
@@ -47,7 +48,7 @@ _MAX_ROUNDS = 60
 _RHO_RTOL = 1e-10
 
 
-def cumulative_isolated_time(state: SchedulerState, memo: Mapping[str, Any]) -> np.ndarray:
+def cumulative_isolated_time(state: SchedulerState, memo: Mapping[str, Any]) -> FloatArray:
     """``C_i`` per job in state order, updated with the progress since the previous call."""
     cum = memo.get(MEMO_CUMULATIVE, {})
     prev_r = memo.get(MEMO_REMAINING, {})
@@ -62,12 +63,12 @@ def cumulative_isolated_time(state: SchedulerState, memo: Mapping[str, Any]) -> 
     return out
 
 
-def _rho(thr: np.ndarray, r: np.ndarray, d: np.ndarray, age: np.ndarray) -> np.ndarray:
+def _rho(thr: FloatArray, r: FloatArray, d: FloatArray, age: FloatArray) -> FloatArray:
     with np.errstate(divide="ignore"):
         return (age + np.where(thr > 0, r / np.where(thr > 0, thr, 1.0), np.inf)) / d
 
 
-def _minimize_max_rho(prob: ClassProblem, r: np.ndarray, d: np.ndarray, age: np.ndarray) -> tuple[float, np.ndarray]:
+def _minimize_max_rho(prob: ClassProblem, r: FloatArray, d: FloatArray, age: FloatArray) -> tuple[float, FloatArray]:
     """``(rho*, x)`` on the class problem; ``x`` attains ``rho*`` (up to ``_RHO_RTOL``)."""
     dem = prob.demand
     real = prob.a / prob.factor  # unscaled throughputs
@@ -87,8 +88,8 @@ def _minimize_max_rho(prob: ClassProblem, r: np.ndarray, d: np.ndarray, age: np.
     return rho, x
 
 
-def solve_finish_time_ecos(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarray,
-                           state: SchedulerState) -> np.ndarray | None:
+def solve_finish_time_ecos(throughputs: FloatArray, inp: Inputs, cumulative: FloatArray,
+                           state: SchedulerState) -> FloatArray | None:
     """ECOS's point of Gavel's min-max-rho SOCP over the jobs that can run (None: fall back)."""
     iso = isolated_throughputs(throughputs, inp.scale_factors, inp.capacities)
     m = inp.shape[0]
@@ -107,7 +108,7 @@ def solve_finish_time_ecos(throughputs: np.ndarray, inp: Inputs, cumulative: np.
     return x
 
 
-def solve_finish_time(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def solve_finish_time(throughputs: FloatArray, inp: Inputs, cumulative: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Centered min-max-rho allocation and the isolated throughputs used (for the memo)."""
     m, _ = inp.shape
     iso = isolated_throughputs(throughputs, inp.scale_factors, inp.capacities)
@@ -128,13 +129,14 @@ def solve_finish_time(throughputs: np.ndarray, inp: Inputs, cumulative: np.ndarr
     return prob.expand(x_cls, m), iso
 
 
-@register("finish_time_fairness_perf", "finish-time fairness (Themis rho), heterogeneity-aware (Gavel)")
+@register("finish_time_fairness_perf", "finish-time fairness (Themis rho), heterogeneity-aware (Gavel)",
+          type_aware=True)
 @register("finish_time_fairness", "finish-time fairness, type-agnostic: every GPU treated as a V100 (Gavel)",
           type_aware=False)
 class FinishTimeFairness(ReferenceSolved):
     NAMES: ClassVar[tuple[str, ...]] = ("finish_time_fairness_perf", "finish_time_fairness")
 
-    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         cumulative = cumulative_isolated_time(state, state.memo)
         x_ecos = solve_finish_time_ecos(throughputs, inp, cumulative, state) if self.solver == "ecos" else None
         if x_ecos is None:
@@ -143,8 +145,8 @@ class FinishTimeFairness(ReferenceSolved):
             x, iso = x_ecos, isolated_throughputs(throughputs, inp.scale_factors, inp.capacities)
         ids = state.job_ids
         memo = {
-            MEMO_CUMULATIVE: dict(zip(ids, cumulative.tolist())),
-            MEMO_REMAINING: dict(zip(ids, inp.remaining.tolist())),
-            MEMO_ISOLATED: dict(zip(ids, iso.tolist())),
+            MEMO_CUMULATIVE: dict(zip(ids, cumulative.tolist(), strict=True)),
+            MEMO_REMAINING: dict(zip(ids, inp.remaining.tolist(), strict=True)),
+            MEMO_ISOLATED: dict(zip(ids, iso.tolist(), strict=True)),
         }
         return finish(state, x, inp.active, memo=memo)

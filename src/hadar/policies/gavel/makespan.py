@@ -29,6 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.errors import SolverError
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel import cvx_forms
@@ -62,9 +63,9 @@ def gavel_bisection(t_star: float, low: float = BISECTION_LOW_S, high: float = B
     return found
 
 
-def solve_makespan_ecos(throughputs: np.ndarray, inp: Inputs, state: SchedulerState) -> np.ndarray | None:
+def solve_makespan_ecos(throughputs: FloatArray, inp: Inputs, state: SchedulerState) -> FloatArray | None:
     """ECOS's point of Gavel's feasibility problem at Gavel's bisection T (None: fall back)."""
-    rows = (np.where(inp.active, throughputs, 0.0) > 0).any(axis=1)  # jobs that can run somewhere
+    rows = np.asarray((np.where(inp.active, throughputs, 0.0) > 0).any(axis=1))  # jobs that can run somewhere
     if not rows.any():
         return None
     jobs, types = cvx_forms.gavel_order(state.job_ids, state.gpu_types, rows)
@@ -79,9 +80,9 @@ def solve_makespan_ecos(throughputs: np.ndarray, inp: Inputs, state: SchedulerSt
     if lam <= 0:
         return None
     t_star = prob.factor / lam
-    solved: dict[float, np.ndarray | None] = {}
+    solved: dict[float, FloatArray | None] = {}
 
-    def ecos_point(duration: float) -> np.ndarray | None:
+    def ecos_point(duration: float) -> FloatArray | None:
         if duration not in solved:
             form = cvx_forms.makespan_feasibility(t, s, caps, remaining, duration)
             x, res = form.solve()
@@ -102,7 +103,7 @@ def solve_makespan_ecos(throughputs: np.ndarray, inp: Inputs, state: SchedulerSt
     return x
 
 
-def solve_makespan(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
+def solve_makespan(throughputs: FloatArray, inp: Inputs) -> FloatArray:
     """Centered point of Gavel's feasibility set at its bisection T (rows that cannot run get 0)."""
     m, _ = inp.shape
     demand = inp.remaining > 0
@@ -121,13 +122,13 @@ def solve_makespan(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
     return prob.expand(x_cls, m)
 
 
-@register("min_total_duration_perf", "makespan minimization, heterogeneity-aware (Gavel)")
+@register("min_total_duration_perf", "makespan minimization, heterogeneity-aware (Gavel)", type_aware=True)
 @register("min_total_duration", "makespan minimization, type-agnostic: every GPU treated as a V100 (Gavel)",
           type_aware=False)
 class MinTotalDuration(ReferenceSolved):
     NAMES: ClassVar[tuple[str, ...]] = ("min_total_duration_perf", "min_total_duration")
 
-    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         x = solve_makespan_ecos(throughputs, inp, state) if self.solver == "ecos" else None
         if x is None:
             x = solve_makespan(throughputs, inp)

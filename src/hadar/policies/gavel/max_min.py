@@ -17,20 +17,21 @@ from typing import ClassVar
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel.common import GavelPolicy, Inputs, empty_allocation, finish, proportional_throughputs
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.registry import register
 
 
-def max_min_coefficients(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
+def max_min_coefficients(throughputs: FloatArray, inp: Inputs) -> FloatArray:
     """``c_ij = T_ij s_i / (w_i prop_i)``: normalized, priority-weighted throughput per unit of x."""
     prop = proportional_throughputs(throughputs, inp.capacities)
     scale = np.divide(inp.scale_factors, inp.weights * prop, out=np.zeros_like(prop), where=prop > 0)
     return throughputs * scale[:, None]
 
 
-def solve_max_min(coef: np.ndarray, inp: Inputs) -> np.ndarray:
+def solve_max_min(coef: FloatArray, inp: Inputs) -> FloatArray:
     """Centered optimum of ``max min_i coef_i . x_i`` (rows without an active entry get 0)."""
     m, _ = inp.shape
     prob = ClassProblem.build(coef, inp.scale_factors, inp.capacities, inp.active)
@@ -41,7 +42,8 @@ def solve_max_min(coef: np.ndarray, inp: Inputs) -> np.ndarray:
     return prob.expand(x_cls, m)
 
 
-@register("max_min_fairness_perf", "LAS, heterogeneity-aware: max-min of normalized effective throughput (Gavel)")
+@register("max_min_fairness_perf", "LAS, heterogeneity-aware: max-min of normalized effective throughput (Gavel)",
+          type_aware=True)
 @register("max_min_fairness", "LAS, type-agnostic: max-min of GPU-time shares (Gavel)", type_aware=False)
 class MaxMinFairness(GavelPolicy):
     """Gavel's LAS; ``type_aware=False`` solves the same LP with every throughput set to 1."""

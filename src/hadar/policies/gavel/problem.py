@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hadar.arrays import BoolArray, FloatArray
 from hadar.policies.gavel.center import FACE_TOL, Face, center_face, repair
 from hadar.policies.gavel.common import Classes
 from hadar.solve.lp import Variables, maxmin_lp, scale_to_unit
@@ -22,25 +23,25 @@ class ClassProblem:
     """Rows = classes of the jobs in ``classes.rows``; ``a = coef * factor`` (scaled for HiGHS)."""
 
     classes: Classes
-    a: np.ndarray  # (c, n)
+    a: FloatArray  # (c, n)
     factor: float
-    k: np.ndarray  # (c,)
-    s: np.ndarray  # (c,)
-    active: np.ndarray  # (c, n)
-    demand: np.ndarray  # (c,) bool: the row has a demand constraint a . x >= g
-    capacities: np.ndarray  # (n,)
+    k: FloatArray  # (c,)
+    s: FloatArray  # (c,)
+    active: BoolArray  # (c, n)
+    demand: BoolArray  # (c,): the row has a demand constraint a . x >= g
+    capacities: FloatArray  # (n,)
     var: Variables
 
     @classmethod
     def build(
         cls,
-        coef: np.ndarray,
-        scale_factors: np.ndarray,
-        capacities: np.ndarray,
-        active: np.ndarray,
-        rows: np.ndarray | None = None,
-        demand: np.ndarray | None = None,
-        extra_features: tuple[np.ndarray, ...] = (),
+        coef: FloatArray,
+        scale_factors: FloatArray,
+        capacities: FloatArray,
+        active: BoolArray,
+        rows: BoolArray | None = None,
+        demand: BoolArray | None = None,
+        extra_features: tuple[FloatArray, ...] = (),
     ) -> ClassProblem:
         """Keep ``rows`` (default: jobs with an active entry); ``demand`` defaults to all kept rows."""
         m = coef.shape[0]
@@ -59,20 +60,20 @@ class ClassProblem:
     def size(self) -> int:
         return int(self.k.size)
 
-    def max_min(self, free: np.ndarray | None = None, floors: np.ndarray | None = None,
-                what: str = "max-min LP") -> tuple[float, np.ndarray]:
+    def max_min(self, free: BoolArray | None = None, floors: FloatArray | None = None,
+                what: str = "max-min LP") -> tuple[float, FloatArray]:
         """HiGHS: maximize the smallest ``a_i . x_i`` over ``free`` demand rows (scaled units)."""
         free = self.demand if free is None else free
         return maxmin_lp(self.var, self.a, self.k * self.s, self.capacities, free, floors, what)
 
-    def face(self, g: np.ndarray, *, socp: bool = False, a: np.ndarray | None = None,
-             c: np.ndarray | None = None, c_floor: float = 0.0) -> Face:
+    def face(self, g: FloatArray, *, socp: bool = False, a: FloatArray | None = None,
+             c: FloatArray | None = None, c_floor: float = 0.0) -> Face:
         g = np.where(self.demand, g, -np.inf)
         return Face(self.a if a is None else a, g, self.k, self.s, self.capacities, self.active,
                     c=c, c_floor=c_floor, socp=socp)
 
-    def centered(self, g: np.ndarray, x_opt: np.ndarray, *, c: np.ndarray | None = None, c_floor: float = 0.0,
-                 **kw: object) -> np.ndarray:
+    def centered(self, g: FloatArray, x_opt: FloatArray, *, c: FloatArray | None = None, c_floor: float = 0.0,
+                 socp: bool = False) -> FloatArray:
         """Analytic center of ``{base, a_i . x_i >= g_i}`` started next to the solver point ``x_opt``.
 
         Floors are capped just below what the repaired ``x_opt`` achieves, so
@@ -83,12 +84,12 @@ class ClassProblem:
         g = np.minimum(g, np.asarray(fattened(u)))
         if c is not None:
             c_floor = min(c_floor, float(fattened(float((self.k[:, None] * c * x_rep).sum()))))
-        return center_face(self.face(g, c=c, c_floor=c_floor, **kw), x_rep)  # type: ignore[arg-type]
+        return center_face(self.face(g, c=c, c_floor=c_floor, socp=socp), x_rep)
 
-    def expand(self, x_cls: np.ndarray, m: int) -> np.ndarray:
+    def expand(self, x_cls: FloatArray, m: int) -> FloatArray:
         return self.classes.expand(x_cls, m)
 
 
-def fattened(level: float | np.ndarray) -> np.ndarray | float:
+def fattened(level: float | FloatArray) -> FloatArray | float:
     """An optimal level lowered by the face tolerance (keeps the face full-dimensional)."""
     return level - FACE_TOL * np.abs(level)

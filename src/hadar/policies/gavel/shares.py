@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import numpy as np
-
+from hadar.arrays import FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits
 from hadar.policies.gavel.common import GavelPolicy, Inputs, finish, isolated_fractions
 from hadar.policies.registry import register
 
 
-@register("isolated", "equal 1/m slice of every GPU type for each job (Gavel's isolated baseline)")
+@register("isolated", "equal 1/m slice of every GPU type for each job (Gavel's isolated baseline)", type_aware=False)
 class Isolated(GavelPolicy):
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False)
     NAMES: ClassVar[tuple[str, ...]] = ("isolated",)
@@ -30,6 +29,6 @@ class Isolated(GavelPolicy):
     def __init__(self, *, type_aware: bool = False) -> None:
         super().__init__(type_aware=type_aware)
 
-    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         return finish(state, isolated_fractions(inp.scale_factors, inp.capacities), inp.active)
 

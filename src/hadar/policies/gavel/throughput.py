@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.numeric import dot
 from hadar.policies.gavel import cvx_forms
@@ -25,7 +26,7 @@ from hadar.policies.registry import register
 from hadar.solve.lp import base_constraints, solve_lp
 
 
-def solve_max_sum(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
+def solve_max_sum(throughputs: FloatArray, inp: Inputs) -> FloatArray:
     m, _ = inp.shape
     prob = ClassProblem.build(throughputs, inp.scale_factors, inp.capacities, inp.active,
                               demand=np.zeros(m, dtype=bool))
@@ -42,9 +43,9 @@ def solve_max_sum(throughputs: np.ndarray, inp: Inputs) -> np.ndarray:
     return prob.expand(x_cls, m)
 
 
-def solve_max_sum_ecos(throughputs: np.ndarray, inp: Inputs, state: SchedulerState) -> np.ndarray | None:
+def solve_max_sum_ecos(throughputs: FloatArray, inp: Inputs, state: SchedulerState) -> FloatArray | None:
     """ECOS's point of Gavel's max-sum LP over the jobs that can run (None: fall back)."""
-    rows = (np.where(inp.active, throughputs, 0.0) > 0).any(axis=1)
+    rows = np.asarray((np.where(inp.active, throughputs, 0.0) > 0).any(axis=1))
     if not rows.any():
         return None
     jobs, types = cvx_forms.gavel_order(state.job_ids, state.gpu_types, rows)
@@ -57,11 +58,12 @@ def solve_max_sum_ecos(throughputs: np.ndarray, inp: Inputs, state: SchedulerSta
     return x
 
 
-@register("max_sum_throughput_perf", "maximize the sum of raw throughputs (steps/s) over jobs (Gavel)")
+@register("max_sum_throughput_perf", "maximize the sum of raw throughputs (steps/s) over jobs (Gavel)",
+          type_aware=True)
 class MaxSumThroughput(ReferenceSolved):
     NAMES: ClassVar[tuple[str, ...]] = ("max_sum_throughput_perf",)
 
-    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         x = solve_max_sum_ecos(throughputs, inp, state) if self.solver == "ecos" else None
         if x is None:
             x = solve_max_sum(throughputs, inp)

@@ -25,6 +25,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from hadar.arrays import BoolArray, FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel.common import GavelPolicy, Inputs, finish
 from hadar.policies.gavel.max_min import max_min_coefficients
@@ -37,12 +38,12 @@ _DELTA = 1e-2  # cap on the improvement u_i, relative to tau
 _IMPROVES = 1e-6  # u_i above this (relative to tau) means "can improve"
 
 
-def _loosen(level: np.ndarray | float) -> np.ndarray | float:
+def _loosen(level: FloatArray | float) -> FloatArray | float:
     return level - _LEVEL_RTOL * np.abs(level)
 
 
-def _improvable(prob: ClassProblem, cand: np.ndarray, free: np.ndarray, floors: np.ndarray,
-                tau: float) -> np.ndarray:
+def _improvable(prob: ClassProblem, cand: BoolArray, free: BoolArray, floors: FloatArray,
+                tau: float) -> BoolArray:
     """Candidates that can exceed ``tau`` while every other job keeps its level."""
     var = prob.var
     rows = np.nonzero(cand)[0]
@@ -65,7 +66,7 @@ def _improvable(prob: ClassProblem, cand: np.ndarray, free: np.ndarray, floors: 
     return out
 
 
-def _bottlenecks(prob: ClassProblem, free: np.ndarray, floors: np.ndarray, tau: float) -> np.ndarray:
+def _bottlenecks(prob: ClassProblem, free: BoolArray, floors: FloatArray, tau: float) -> BoolArray:
     cand = free.copy()
     while cand.any():
         better = _improvable(prob, cand, free, floors, tau)
@@ -75,7 +76,7 @@ def _bottlenecks(prob: ClassProblem, free: np.ndarray, floors: np.ndarray, tau: 
     return cand
 
 
-def water_fill(prob: ClassProblem) -> tuple[np.ndarray, np.ndarray]:
+def water_fill(prob: ClassProblem) -> tuple[FloatArray, FloatArray]:
     """``(levels, x)`` on the class problem: the lexicographic max-min levels and a point attaining them."""
     levels = np.full(prob.size, -np.inf)
     frozen = np.zeros(prob.size, dtype=bool)
@@ -92,7 +93,7 @@ def water_fill(prob: ClassProblem) -> tuple[np.ndarray, np.ndarray]:
     return levels, x
 
 
-def solve_water_filling(coef: np.ndarray, inp: Inputs) -> np.ndarray:
+def solve_water_filling(coef: FloatArray, inp: Inputs) -> FloatArray:
     m, _ = inp.shape
     prob = ClassProblem.build(coef, inp.scale_factors, inp.capacities, inp.active)
     if prob.size == 0:
@@ -103,10 +104,10 @@ def solve_water_filling(coef: np.ndarray, inp: Inputs) -> np.ndarray:
 
 
 @register("max_min_fairness_water_filling_perf",
-          "lexicographic (water-filling) max-min of normalized effective throughput (Gavel)")
+          "lexicographic (water-filling) max-min of normalized effective throughput (Gavel)", type_aware=True)
 class MaxMinFairnessWaterFilling(GavelPolicy):
     NAMES: ClassVar[tuple[str, ...]] = ("max_min_fairness_water_filling_perf",)
 
-    def solve(self, state: SchedulerState, inp: Inputs, throughputs: np.ndarray) -> Allocation:
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         x = solve_water_filling(max_min_coefficients(throughputs, inp), inp)
         return finish(state, x, inp.active)

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from hadar.arrays import FloatArray, IntArray
 from hadar.model.state import SchedulerState
 from hadar.policies.hadar.pricing import Offer, PriceBook, best_offer
 
 Counts = dict[int, dict[int, int]]
 
 
-def value_of(c: dict[int, int], rates: np.ndarray, value: np.ndarray, w: int, rate_model: str) -> float:
+def value_of(c: dict[int, int], rates: FloatArray, value: FloatArray, w: int, rate_model: str) -> float:
     """Utility of the placement ``c`` (sync: its slowest type's value; additive: each GPU's share)."""
     if rate_model == "sync":
         return float(value[min(c, key=lambda r: rates[r])])
     return sum(k * float(value[r]) / w for r, k in c.items())
 
 
-def respond(book: PriceBook, rates: np.ndarray, value: np.ndarray, w: int, prev: dict[int, int] | None,
+def respond(book: PriceBook, rates: FloatArray, value: FloatArray, w: int, prev: dict[int, int] | None,
             discount: float, rate_model: str) -> Offer | None:
     """Dual subroutine, with the previous placement (no restart) as an extra candidate."""
     offer = best_offer(book, rates, value * discount, w, rate_model=rate_model)
@@ -33,7 +34,7 @@ def respond(book: PriceBook, rates: np.ndarray, value: np.ndarray, w: int, prev:
     return keep if offer is None or keep.payoff >= offer.payoff else offer
 
 
-def fill(book: PriceBook, x: np.ndarray, value: np.ndarray, scale: np.ndarray, counts: Counts,
+def fill(book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray, counts: Counts,
          waiting: list[int], rate_model: str) -> None:
     """Fill pass: free GPUs go to waiting jobs (priority order), then let placed jobs move up to
     faster free GPUs, so no GPU idles while a job it could speed up runs. Adds to ``counts``."""
@@ -74,9 +75,9 @@ def previous_counts(state: SchedulerState) -> Counts:
     return out
 
 
-def from_plan(state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray, free: np.ndarray,
-              plan: np.ndarray, price: np.ndarray, order: np.ndarray, rate_model: str,
-              first: np.ndarray | None = None) -> Counts:
+def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray, free: IntArray,
+              plan: FloatArray, price: FloatArray, order: IntArray, rate_model: str,
+              first: IntArray | None = None) -> Counts:
     """Whole gangs from a fractional plan ``plan[i, r]`` (share of the round on W GPUs of type r):
     the jobs the LP prices as critical (the horizon needs them) first, then by planned share and
     packing ``order``; each on its planned type (its previous one if the plan mostly agrees, else
@@ -105,7 +106,7 @@ def from_plan(state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np
     return counts
 
 
-def _planned_gang(book: PriceBook, x: np.ndarray, value: np.ndarray, w: int, plan: np.ndarray, share: float,
+def _planned_gang(book: PriceBook, x: FloatArray, value: FloatArray, w: int, plan: FloatArray, share: float,
                   first: int, mine: dict[int, int] | None, rate_model: str) -> dict[int, int] | None:
     """One job's gang from its planned shares (None: it waits)."""
     if first > 0 and share < 0.5:

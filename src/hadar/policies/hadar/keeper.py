@@ -39,6 +39,8 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
+from hadar.arrays import FloatArray, IntArray
+
 _HOUR = 3600.0
 _SPLIT = 3  # a JCT plan splits this round into so many periods
 #: Branch-and-bound budget of the whole-gang re-plan, in nodes (a work limit, not a time limit: the
@@ -51,16 +53,18 @@ class Work:
     """What is left: whole-job rates ``rates[i, r]`` (steps/s on W GPUs of type r), ``remaining[i]`` steps,
     gang sizes ``scale[i]`` and ``capacity[r]`` GPUs of each type (free for this decision)."""
 
-    rates: np.ndarray
-    remaining: np.ndarray
-    scale: np.ndarray
-    capacity: np.ndarray
+    rates: FloatArray
+    remaining: FloatArray
+    scale: IntArray
+    capacity: IntArray
 
-    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+    def pairs(self) -> tuple[IntArray, IntArray]:
+        """(job, type) index pairs where the job can run and has work left."""
         live = (self.rates > 0) & (self.remaining[:, None] > 0)
-        return np.nonzero(live)
+        jobs, types = np.nonzero(live)
+        return jobs, types
 
-    def progress(self, counts: dict[int, dict[int, int]], round_s: float) -> np.ndarray:
+    def progress(self, counts: dict[int, dict[int, int]], round_s: float) -> FloatArray:
         """Steps each job makes in one round of a placement (sync: a mixed gang runs at its slowest type)."""
         done = np.zeros(self.remaining.size)
         for i, c in counts.items():
@@ -93,8 +97,8 @@ def horizon_s(work: Work) -> float:
     return float(res.x[h]) * _HOUR
 
 
-def _rows(ii: np.ndarray, rr: np.ndarray, frac: np.ndarray, scale: np.ndarray, m: int, n: int,
-          offset: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rows(ii: IntArray, rr: IntArray, frac: FloatArray, scale: IntArray, m: int, n: int,
+          offset: int) -> tuple[IntArray, IntArray, FloatArray]:
     """Demand rows i (-share), capacity rows m + r (s_i) and job rows m + n + i (1) for columns offset.."""
     k = ii.size
     cols = offset + np.arange(k)
@@ -117,8 +121,8 @@ def _stdout_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def round_plan(work: Work, value: np.ndarray, round_s: float, later_s: float, *, whole: bool = False
-               ) -> tuple[np.ndarray, np.ndarray] | None:
+def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *, whole: bool = False
+               ) -> tuple[FloatArray, FloatArray] | None:
     """Plan for this round: ``x[i, r]`` = share of the round job i runs on W GPUs of type r, and per
     job the LP's price of its demand (> 0: the job runs because the horizon needs it; zeros when
     ``whole``).
@@ -169,7 +173,7 @@ def round_plan(work: Work, value: np.ndarray, round_s: float, later_s: float, *,
     return x, price
 
 
-def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = _SPLIT) -> np.ndarray:
+def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = _SPLIT) -> FloatArray:
     """Period lengths for a JCT plan: this round in ``split`` equal parts (so that finishing early in
     the round counts), one more round, then each ``growth`` times the one before, the last one cut
     to end at ``total_s`` (at least two rounds in all)."""
@@ -182,8 +186,8 @@ def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = 
     return np.array(out, dtype=float)
 
 
-def jct_plan(work: Work, weight: np.ndarray, round_s: float, total_s: float
-             ) -> tuple[np.ndarray, np.ndarray] | None:
+def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float
+             ) -> tuple[FloatArray, FloatArray] | None:
     """This round's share ``x[i, r]`` (of the round, on W GPUs of type r) in a fluid plan that
     minimizes the weighted mean time at which the remaining work gets done, all of it within
     ``total_s`` from now, and per job the share of its remaining work the plan does this round
@@ -232,4 +236,4 @@ def jct_plan(work: Work, weight: np.ndarray, round_s: float, total_s: float
     now = res.x[:k * p].reshape(k, p)[:, :_SPLIT].sum(axis=1)
     x = np.zeros((m, n))
     x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, 1.0)
-    return x, np.bincount(ii, weights=now, minlength=m)
+    return x, np.asarray(np.bincount(ii, weights=now, minlength=m), dtype=float)

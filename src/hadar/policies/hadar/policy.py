@@ -18,14 +18,16 @@ cost.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
 
+from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import InputError
 from hadar.model.state import Allocation, SchedulerState
-from hadar.policies.base import PolicyTraits
+from hadar.policies.base import PolicyTraits, RateModel
 from hadar.policies.hadar import gangs
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
@@ -36,40 +38,39 @@ from hadar.policies.registry import register
 
 @register("hadar", "Hadar (IPDPS'24): task-level primal-dual placement each round; jobs may span GPU types")
 class HadarPolicy:
-    """Parameters (all keyword; ``docs/policies.md`` has them in one table):
-
-    ``utility``: ``jct`` (default), ``fifo``, ``fair`` or ``throughput``.
-    ``rate_model``: ``sync`` (default: a mixed placement runs at its slowest
-    type's pace) or ``additive`` (valid only with local batch sizes set in
-    proportion to each GPU's speed). ``steepness``: exponent on the price
-    curve ``L * (U/L) ** (steepness * f)``. ``exponent``: of the jct
-    utility's shortest-remaining term. ``aging_s``: a job's weight grows by
-    1 for every ``aging_s`` seconds it has waited without GPUs (None: off).
-    ``restart_s``: checkpoint-restore cost charged to any placement other
-    than the job's previous one (0, as Gavel's simulator). ``fill``: run
-    the fill pass. ``keep_slack``: the TTD keeper (keeper.py; None: off)
-    lets one round push the horizon for all remaining work out by at most
-    this share of the round, re-planning the round when the placement
-    would; ``keep_busy``: the slack instead while jobs are still arriving
-    (one arrived within ``keep_quiet`` x the horizon; None: always
-    ``keep_slack``), when the drain that sets TTD is still ahead;
-    ``keep_whole``: with at most this many active jobs the re-plan is a
-    small MIP in whole gangs when, besides, every job can run at once (else
-    the LP plan, rounded); ``keep_max_jobs``: above this many active jobs
-    the keeper is skipped (its LPs cost ~70 ms each at 2048 jobs).
-    ``first_round``: a job that has never run goes ahead of every job that
-    has (it starts at the first round boundary after it arrives). ``plan``:
-    ``lp`` (default) takes the round from a fluid plan that minimizes the
-    mean time at which the remaining work gets done within ``plan_total`` x
-    the horizon (keeper.jct_plan), in whole gangs: jobs the plan finishes
-    this round and jobs that never ran first, then by planned share; the
-    keeper then checks that round like a packed one. ``pack`` is spec
-    section 3's packing alone. The plan needs the ``jct`` utility (the
-    packing serves the others), and is skipped above ``plan_max_jobs``
-    active jobs (a round with it takes ~60 ms at 128 jobs and ~0.2 s at 256
-    on 512 GPUs).
+    """Hadar's round decision. Every parameter is a keyword; ``PARAMS`` says what each one does
+    (docs/policies.md renders them in one table, with their defaults).
     """
 
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "utility": "what progress is worth: `jct` (shortest remaining first; the plan needs it), `fifo`, `fair` "
+                   "or `throughput`",
+        "rate_model": "pace of a gang spanning GPU types: `sync` (its slowest type's) or `additive` (every GPU "
+                      "adds its share; valid only with local batch sizes in proportion to each GPU's speed)",
+        "steepness": "exponent on the price curve L (U/L)^(steepness x share taken): how fast a type's price "
+                     "rises as it fills",
+        "exponent": "exponent of the `jct` utility's shortest-remaining term",
+        "aging_s": "a job's weight grows by 1 for every this many seconds it waited without GPUs (null: off)",
+        "restart_s": "checkpoint-restore cost (s) charged to any placement other than the job's previous one "
+                     "(0, as Gavel's simulator)",
+        "fill": "after the priced pass, give GPUs still free to waiting jobs",
+        "keep_slack": "TTD keeper: a round may push the horizon of all remaining work out by at most this share "
+                      "of a round, else it is re-planned (null: keeper off)",
+        "keep_busy": "the keeper's slack while jobs are still arriving (one arrived within `keep_quiet` x the "
+                     "horizon; null: always `keep_slack`)",
+        "keep_quiet": "how recent an arrival, as a share of the horizon, means jobs are still arriving",
+        "keep_whole": "with at most this many active jobs, all of which fit at once, the keeper re-plans in whole "
+                      "gangs (a small MIP) rather than rounding the LP plan",
+        "keep_max_jobs": "above this many active jobs the keeper is skipped (its LPs take ~70 ms each at 2,048 "
+                         "jobs)",
+        "first_round": "a job that never ran goes ahead of every job that has (it starts at the first round "
+                       "boundary after it arrives)",
+        "plan": "`lp`: the round comes from a fluid plan that minimizes the mean time at which the remaining work "
+                "gets done (keeper.jct_plan), in whole gangs; `pack`: spec section 3's packing alone",
+        "plan_total": "the fluid plan's span, as a multiple of the TTD horizon",
+        "plan_max_jobs": "above this many active jobs the plan is skipped (a round with it takes ~60 ms at 128 "
+                         "jobs and ~0.2 s at 256 on 512 GPUs)",
+    }
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, resolve="every_round", cut_rounds=True,
                                                   planner="placement")
     name: ClassVar[str] = "hadar"
@@ -92,7 +93,7 @@ class HadarPolicy:
         _check(min(keep_whole, keep_max_jobs, plan_max_jobs) >= 0, "job-count limits must be >= 0")
         self.utility_name = utility
         self.utility = make_utility(utility, exponent)
-        self.rate_model = rate_model
+        self.rate_model: RateModel = "additive" if rate_model == "additive" else "sync"
         self.steepness = steepness
         self.aging_s = aging_s
         self.restart_s = restart_s
@@ -109,7 +110,7 @@ class HadarPolicy:
 
     @property
     def traits(self) -> PolicyTraits:
-        return replace(self.TRAITS, rate_model=self.rate_model)  # type: ignore[arg-type]
+        return replace(self.TRAITS, rate_model=self.rate_model)
 
     # -- the round's decision ------------------------------------------------------
     def allocate(self, state: SchedulerState) -> Allocation:
@@ -124,8 +125,8 @@ class HadarPolicy:
         return Allocation.for_state(state, fractions, counts={
             state.jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()})
 
-    def place(self, state: SchedulerState, *, busy: np.ndarray | None = None, sit_out: np.ndarray | None = None,
-              weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, Counts]:
+    def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
+              weight: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
         """The round's placement on a non-empty state: (throughputs x, scale factors, utility values,
         GPU counts per job index and type index). HadarE builds on it: ``busy[r]`` GPUs of type r
         are taken already, the jobs in ``sit_out`` (a boolean mask) are placed already, and
@@ -144,7 +145,7 @@ class HadarPolicy:
         taken = {r: int(k) for r, k in enumerate(busy if busy is not None else ()) if k > 0}
         return x, scale, value, self._pack(state, x, value, scale.astype(int), taken, fresh)
 
-    def _context(self, state: SchedulerState, scale: np.ndarray) -> UtilityContext:
+    def _context(self, state: SchedulerState, scale: FloatArray) -> UtilityContext:
         jobs = state.jobs
         arrival = np.array([j.arrival_s for j in jobs], dtype=float)
         attained = np.array([j.attained_gpu_s for j in jobs], dtype=float)
@@ -155,8 +156,8 @@ class HadarPolicy:
         return UtilityContext(state.now_s, state.round_s, state.remaining_steps(), scale, state.priority_weights(),
                               arrival, attained, weight)
 
-    def _pack(self, state: SchedulerState, x: np.ndarray, value: np.ndarray, scale: np.ndarray,
-              taken: dict[int, int], fresh: np.ndarray | None) -> Counts:
+    def _pack(self, state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray,
+              taken: dict[int, int], fresh: BoolArray | None) -> Counts:
         """Primal-dual pass then fill pass (``taken``: GPUs per type already in use; ``fresh``: the
         first-round rule's jobs), then the JCT plan and the keeper; job index -> {type index: GPUs}."""
         book = self.price_book(state, value, scale)
@@ -202,15 +203,15 @@ class HadarPolicy:
             counts = self._keep(state, value, work, h, counts, order)
         return counts
 
-    def _fresh(self, state: SchedulerState) -> np.ndarray | None:
+    def _fresh(self, state: SchedulerState) -> BoolArray | None:
         """First-round rule: the jobs that never ran, when some have and some have not (else None)."""
         if not self.first_round:
             return None
         fresh = np.array([j.attained_gpu_s <= 0 for j in state.jobs])
         return fresh if fresh.any() and not fresh.all() else None
 
-    def _keep(self, state: SchedulerState, value: np.ndarray, work: Work, h: float, counts: Counts,
-              order: np.ndarray) -> Counts:
+    def _keep(self, state: SchedulerState, value: FloatArray, work: Work, h: float, counts: Counts,
+              order: IntArray) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
         ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round."""
         x, scale, free = work.rates, work.scale, work.capacity
@@ -234,8 +235,8 @@ class HadarPolicy:
         rounded = horizon_s(Work(x, work.remaining - work.progress(kept, state.round_s), scale, free))
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
-    def _jct_plan(self, state: SchedulerState, value: np.ndarray, work: Work, h: float, order: np.ndarray,
-                  fresh: np.ndarray | None) -> Counts | None:
+    def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, h: float, order: IntArray,
+                  fresh: BoolArray | None) -> Counts | None:
         """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
         horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
         (``first_round``) first, then by planned share."""
@@ -249,7 +250,7 @@ class HadarPolicy:
         return gangs.from_plan(state, work.rates, value, work.scale, work.capacity, plan, np.zeros(len(state.jobs)),
                                order, self.rate_model, first)
 
-    def price_book(self, state: SchedulerState, value: np.ndarray, scale: np.ndarray) -> PriceBook | None:
+    def price_book(self, state: SchedulerState, value: FloatArray, scale: FloatArray | IntArray) -> PriceBook | None:
         """Fresh per-type prices between the lowest and highest best utility per GPU (None: no job has any)."""
         per_gpu = value.max(axis=1) / scale
         live = per_gpu[per_gpu > 0]

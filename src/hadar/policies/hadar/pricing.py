@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hadar.arrays import FloatArray, IntArray
+
 
 class PriceBook:
     """Per-type GPU prices that rise as a round fills up.
@@ -32,8 +34,8 @@ class PriceBook:
 
     __slots__ = ("_curve", "capacity", "free")
 
-    def __init__(self, capacity: np.ndarray, low: float, high: float, steepness: float = 1.0) -> None:
-        self.capacity = np.asarray(capacity, dtype=int)
+    def __init__(self, capacity: IntArray | FloatArray, low: float, high: float, steepness: float = 1.0) -> None:
+        self.capacity: IntArray = np.asarray(capacity, dtype=int)
         self.free = self.capacity.copy()
         low = max(float(low), 1e-300)
         ratio = max(float(high) / low, 1.0)
@@ -54,7 +56,7 @@ class PriceBook:
 
 def price_curve(low: float, high: float, fraction: float, steepness: float = 1.0) -> float:
     """The exponential price ``L * (U/L) ** (steepness * f)`` for a type that is ``fraction`` full."""
-    return low * max(high / low, 1.0) ** (steepness * fraction)
+    return float(low * max(high / low, 1.0) ** (steepness * fraction))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +72,8 @@ class Offer:
         return self.utility - self.cost
 
 
-def _cheapest(book: PriceBook, allowed: list[int], w: int, free: np.ndarray | None = None,
-              prefer: np.ndarray | None = None) -> tuple[dict[int, int], float] | None:
+def _cheapest(book: PriceBook, allowed: list[int], w: int, free: IntArray | None = None,
+              prefer: FloatArray | None = None) -> tuple[dict[int, int], float] | None:
     """The ``w`` cheapest free GPUs among ``allowed`` types (counts, total price); ties go to ``prefer`` order."""
     avail = book.free if free is None else free
     if sum(int(avail[r]) for r in allowed) < w:
@@ -93,8 +95,8 @@ def _cheapest(book: PriceBook, allowed: list[int], w: int, free: np.ndarray | No
     return counts, cost
 
 
-def best_offer(book: PriceBook, rates: np.ndarray, value: np.ndarray, w: int, *, rate_model: str = "sync",
-               free: np.ndarray | None = None) -> Offer | None:
+def best_offer(book: PriceBook, rates: FloatArray, value: FloatArray, w: int, *, rate_model: str = "sync",
+               free: IntArray | None = None) -> Offer | None:
     """Best response of one job to the current prices.
 
     ``rates[r]``: the job's whole-job steps/s on W GPUs of type r (0 = cannot
@@ -122,8 +124,8 @@ def best_offer(book: PriceBook, rates: np.ndarray, value: np.ndarray, w: int, *,
     return best
 
 
-def _best_additive(book: PriceBook, types: list[int], value: np.ndarray, w: int,
-                   free: np.ndarray | None) -> Offer | None:
+def _best_additive(book: PriceBook, types: list[int], value: FloatArray, w: int,
+                   free: IntArray | None) -> Offer | None:
     avail = book.free if free is None else free
     if sum(int(avail[r]) for r in types) < w:
         return None

@@ -23,11 +23,12 @@ from typing import Protocol
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.errors import InputError
 
 
 class Utility(Protocol):
-    def values(self, x: np.ndarray, ctx: UtilityContext) -> np.ndarray: ...
+    def values(self, x: FloatArray, ctx: UtilityContext) -> FloatArray: ...
 
 
 class UtilityContext:
@@ -35,14 +36,14 @@ class UtilityContext:
 
     __slots__ = ("arrival", "attained_gpu_s", "now_s", "priority", "remaining", "round_s", "scale", "weight")
 
-    def __init__(self, now_s: float, round_s: float, remaining: np.ndarray, scale: np.ndarray, priority: np.ndarray,
-                 arrival: np.ndarray, attained_gpu_s: np.ndarray, weight: np.ndarray) -> None:
+    def __init__(self, now_s: float, round_s: float, remaining: FloatArray, scale: FloatArray, priority: FloatArray,
+                 arrival: FloatArray, attained_gpu_s: FloatArray, weight: FloatArray) -> None:
         self.now_s, self.round_s = now_s, round_s
         self.remaining, self.scale, self.priority = remaining, scale, priority
         self.arrival, self.attained_gpu_s, self.weight = arrival, attained_gpu_s, weight
 
 
-def _best(x: np.ndarray) -> np.ndarray:
+def _best(x: FloatArray) -> FloatArray:
     b = x.max(axis=1)
     return np.where(b > 0, b, 1.0)
 
@@ -58,7 +59,7 @@ class JctUtility:
     def __init__(self, exponent: float = 1.0) -> None:
         self.exponent = exponent
 
-    def values(self, x: np.ndarray, ctx: UtilityContext) -> np.ndarray:
+    def values(self, x: FloatArray, ctx: UtilityContext) -> FloatArray:
         best = _best(x)
         t_rem = np.maximum(ctx.remaining / best, 1e-9)
         urgency = (ctx.round_s / t_rem) ** self.exponent
@@ -68,7 +69,7 @@ class JctUtility:
 class FifoUtility:
     """Earliest arrival first: ``(rate / best) * (m - rank)`` (ties by id through the stable sort)."""
 
-    def values(self, x: np.ndarray, ctx: UtilityContext) -> np.ndarray:
+    def values(self, x: FloatArray, ctx: UtilityContext) -> FloatArray:
         m = len(ctx.arrival)
         rank = np.empty(m)
         rank[np.argsort(ctx.arrival, kind="stable")] = np.arange(m)
@@ -78,7 +79,7 @@ class FifoUtility:
 class FairUtility:
     """Least attained service first: ``W * priority * (rate / best) / (1 + attained GPU-s / (W * round))``."""
 
-    def values(self, x: np.ndarray, ctx: UtilityContext) -> np.ndarray:
+    def values(self, x: FloatArray, ctx: UtilityContext) -> FloatArray:
         service = ctx.attained_gpu_s / (ctx.scale * ctx.round_s)
         return (ctx.scale * ctx.priority / (1.0 + service))[:, None] * (x / _best(x)[:, None])
 
@@ -86,7 +87,7 @@ class FairUtility:
 class ThroughputUtility:
     """Rate relative to the job's mean rate over types that can run it (x priority)."""
 
-    def values(self, x: np.ndarray, ctx: UtilityContext) -> np.ndarray:
+    def values(self, x: FloatArray, ctx: UtilityContext) -> FloatArray:
         pos = x > 0
         mean = np.where(pos.any(axis=1), x.sum(axis=1) / np.maximum(pos.sum(axis=1), 1), 1.0)
         return ctx.priority[:, None] * ctx.scale[:, None] * x / mean[:, None]
