@@ -16,6 +16,7 @@ Run: ``.venv/bin/python bench/bench_service.py [--submissions 200] [--status-cal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -82,10 +83,8 @@ def main() -> None:
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)  # what Ray may leave behind
-            except ProcessLookupError:
-                pass
 
 
 def run(state: Path, args: argparse.Namespace) -> None:

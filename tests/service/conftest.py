@@ -7,6 +7,7 @@ the server alone, as a crash would, and still clean up what Ray left behind
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -98,10 +99,8 @@ class Server:
 
 
 def _killpg(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def write(path: Path, text: str) -> Path:

@@ -87,7 +87,7 @@ BAD_FILES = [
 ]
 
 
-@pytest.mark.parametrize("name, text, status, message", BAD_FILES, ids=[b[0] for b in BAD_FILES])
+@pytest.mark.parametrize(("name", "text", "status", "message"), BAD_FILES, ids=[b[0] for b in BAD_FILES])
 def test_bad_submission_is_refused_and_stores_nothing(server, tmp_path, capsys, name, text, status, message):
     before = _snapshot(server.state)
     rc = main(["submit", str(write(tmp_path / name, text)), "--state", str(server.state)])

@@ -22,8 +22,8 @@ def _progress(page: Page) -> dict[int, tuple[str, float]]:
     out = {}
     for i in range(rows.count()):
         row = rows.nth(i)
-        out[int(row.get_attribute("data-job-id") or -1)] = (
-            row.get_attribute("data-status") or "", float(row.locator("td.progress").get_attribute("data-progress") or 0))
+        progress = float(row.locator("td.progress").get_attribute("data-progress") or 0)
+        out[int(row.get_attribute("data-job-id") or -1)] = (row.get_attribute("data-status") or "", progress)
     return out
 
 

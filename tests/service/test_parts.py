@@ -98,7 +98,8 @@ def test_submissions_are_read_like_hadar_run_and_limited(tmp_path):
     assert jobs[0].job_type == "LSTM-LM (batch size 20)"
     (new,) = to_new_jobs(jobs, 1000.0)
     assert new.arrival_s == 1005.0 and new.submitted_s == 1000.0 and new.name == "lstm"
-    assert job_from_spec(7, new.spec) == Job(7, "LSTM-LM (batch size 20)", 1, 10, arrival_s=1005.0, origin=jobs[0].origin)
+    expected = Job(7, "LSTM-LM (batch size 20)", 1, 10, arrival_s=1005.0, origin=jobs[0].origin)
+    assert job_from_spec(7, new.spec) == expected
     with pytest.raises(InputError, match=r"^mine.yaml: no jobs in file$"):
         parse_job_file("jobs: []\n", "mine.yaml")
     with pytest.raises(InputError, match="finite"):
@@ -164,7 +165,7 @@ def test_ray_token_file_is_made_private(tmp_path, monkeypatch):
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
 
 
-@pytest.mark.parametrize("argv, message", [
+@pytest.mark.parametrize(("argv", "message"), [
     (["serve", "--state", "{tmp}/s", "--round-s", "0"], "--round-s must be a positive number"),
     (["serve", "--state", "{tmp}/s", "--round-s", "nan"], "--round-s must be a positive number"),
     (["serve", "--state", "{tmp}/s", "--policy", "nope"], "nope"),

@@ -8,6 +8,7 @@ quickly (short health checks on the head)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -62,10 +63,8 @@ def _procs() -> list[tuple[int, int, int, str]]:
 
 
 def _sigkill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 class RayNodes:
@@ -122,10 +121,8 @@ class RayNodes:
 
     def close(self) -> None:
         for name in list(self.groups):
-            try:
+            with contextlib.suppress(AssertionError):
                 self.kill(name)
-            except AssertionError:
-                pass
         for pid, _, _, cmd in _procs():  # what outlived its group, found by this cluster's temp folder
             if str(self.temp) in cmd:
                 _sigkill(pid)

@@ -103,7 +103,6 @@ def _json(obj: Any, status: int = 200) -> Response:
 
 def make_app(service: Service, token: str) -> FastAPI:
     app = FastAPI(title="hadar", docs_url=None, redoc_url=None, openapi_url=None)
-    jobs_cache = views.JobsCache(service)
 
     async def authorized(request: Request) -> None:  # async: no thread hop for a header check
         header = request.headers.get("authorization", "")
@@ -117,6 +116,14 @@ def make_app(service: Service, token: str) -> FastAPI:
     _errors(app)
     _pages(app)
     auth = [Depends(authorized)]
+    _job_routes(app, service, auth)
+    _view_routes(app, service, auth)
+    return app
+
+
+def _job_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
+    """Submit, list, show, cancel, logs."""
+    jobs_cache = views.JobsCache(service)
 
     @app.post("/api/jobs", status_code=201, dependencies=auth)
     async def submit(request: Request) -> Response:
@@ -155,6 +162,10 @@ def make_app(service: Service, token: str) -> FastAPI:
             raise ApiError(404, f"no job {job_id}")
         return _json({"id": job_id, "lines": views.log_lines(service, job_id)})
 
+
+def _view_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
+    """The cluster, the rounds, the service's health."""
+
     @app.get("/api/cluster", dependencies=auth)
     def cluster() -> Response:
         return _json(views.cluster_view(service))
@@ -166,8 +177,6 @@ def make_app(service: Service, token: str) -> FastAPI:
     @app.get("/api/health", dependencies=auth)
     def health() -> Response:
         return _json(views.health_view(service))
-
-    return app
 
 
 def _parse_body(body: bytes) -> SubmitRequest:

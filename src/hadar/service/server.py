@@ -36,6 +36,7 @@ def _cluster(args: argparse.Namespace) -> Cluster | None:
     from hadar.runtime.cli import MAX_EMULATED_GPUS
     from hadar.runtime.demo import demo_cluster
 
+    cluster: Cluster | None
     if args.cluster:
         cluster = parse_cluster(args.cluster, args.gpus_per_node)
     else:
