@@ -73,6 +73,7 @@ class Service:
         self.backend: runtime.Backend | None = None
         self._check_table = runtime.shape_table(opts.cluster) if opts.cluster is not None else None
         self._thread: threading.Thread | None = None
+        self.ray_started = threading.Event()  # set once Ray is up (the server then takes its signals back)
         self._resume = self._load()
 
     # ---- start and stop -----------------------------------------------------------------
@@ -100,7 +101,10 @@ class Service:
             on_exit()
 
     def _run(self) -> None:
-        sess = runtime.start_session(self.opts.cluster, self.opts.address)
+        try:
+            sess = runtime.start_session(self.opts.cluster, self.opts.address)
+        finally:
+            self.ray_started.set()
         backend = None
         try:
             self.cluster = sess.cluster
@@ -197,7 +201,7 @@ class Service:
         new = parse_submission(text, name, self.clock.now(), base_dir, self._check_fits)
         sub = self.store.submit(new, request_id)
         if not sub.duplicate:
-            self.source.add([job_from_spec(jid, n.spec) for jid, n in zip(sub.ids, new)])
+            self.source.add([job_from_spec(jid, n.spec) for jid, n in zip(sub.ids, new, strict=False)])
         return sub
 
     def _check_fits(self, jobs: Sequence[Job]) -> None:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from hadar.errors import HadarError, InputError, MissingExtraError
 from hadar.model.cluster import Cluster
@@ -94,7 +99,7 @@ def serve(args: argparse.Namespace) -> int:
         write_server_file(state_dir, url, os.getpid())
         print(f"hadar serve: {url}/ (state {state_dir}; token in {Path(state_dir) / 'token'})", file=sys.stderr,
               flush=True)
-        server.run(sockets=[sock])
+        _run_http(server, sock, service.ray_started)
         service.stop()
         store.close()
     finally:
@@ -102,6 +107,37 @@ def serve(args: argparse.Namespace) -> int:
     if service.state == "failed":
         raise ServiceFailure(f"the scheduler stopped: {service.error}")
     return 0
+
+
+def _run_http(server: Any, sock: socket.socket, ray_started: threading.Event) -> None:
+    """Serve until SIGINT/SIGTERM, then return (the caller stops the scheduler: the round in flight ends,
+    Ray shuts down). Ray's core installs a handler of its own for SIGTERM when it starts (it prints a
+    stack and kills the process), so once Ray is up the server's handlers are put back. After the server
+    stops, a second signal exits at once."""
+    count = [0]
+
+    def later(sig: int, frame: FrameType | None) -> None:
+        count[0] += 1
+        if count[0] >= 2:
+            os._exit(128 + sig)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):  # what uvicorn restores and re-raises when it stops
+        signal.signal(sig, later)
+
+    async def main() -> None:
+        async def reclaim() -> None:
+            while not ray_started.is_set():
+                await asyncio.sleep(0.2)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, server.handle_exit)
+
+        task = asyncio.ensure_future(reclaim())
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
 
 
 def _url(host: str, port: int) -> str:
