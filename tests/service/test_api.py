@@ -26,6 +26,7 @@ def server(tmp_path_factory):
     s.start()
     yield s
     s.stop()
+    assert s.proc is not None and s.proc.returncode == 0, s.output()  # SIGTERM: a graceful stop
 
 
 def _snapshot(state: Path) -> dict[str, list[tuple]]:
