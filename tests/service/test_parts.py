@@ -195,3 +195,14 @@ def test_client_reports_an_unreachable_server_in_one_line(tmp_path, capsys, monk
     assert err.startswith("hadar: error: cannot reach the hadar server at http://127.0.0.1:9") and "\n" not in err
     assert json.loads((state / "server.json").read_text())["url"] == "http://127.0.0.1:9"
     assert Path(state / "token").exists()
+
+
+def test_serve_without_the_service_extra_says_what_to_install(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "fastapi" else real(name, *a))
+    assert main(["serve", "--state", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "needs the service extra (fastapi not installed)" in err and "pip install" in err and "\n" not in err
+    assert not (tmp_path / "s").exists()  # checked before anything is made
