@@ -71,8 +71,9 @@ def test_kill_9_and_restart_resumes_every_job(server_factory, tmp_path):
             continue
         if before[i][1] > 0:
             # resumed from its checkpoint: what the store had committed, or more (a lease that wrote its
-            # checkpoint before the kill but was not committed yet); only the round in flight is lost
-            assert resumed[i]["progress"] == pytest.approx(ckpt_steps[i])
+            # checkpoint but was not committed before the kill; or a worker that outlived the killed server
+            # by a moment and finished its lease); so at most the round in flight is lost
             assert ckpt_steps[i] >= before[i][1] - 1e-6
-            assert after[0]["progress_from"] == pytest.approx(ckpt_steps[i]) and after[0]["restored"]
+            assert resumed[i]["progress"] >= ckpt_steps[i] - 1e-6
+            assert after[0]["progress_from"] == pytest.approx(resumed[i]["progress"]) and after[0]["restored"]
     assert set(resumed) >= set(in_flight)
