@@ -43,12 +43,11 @@ def _write(tmp_path: Path, name: str, text: str) -> str:
     ("jobs:\n  - {job_type: ResNet-50, total_steps: 10}\n", None, [], "unknown runtime job type 'ResNet-50'"),
     ("jobs:\n  - {job_type: resnet, total_steps: -5}\n", None, [], "total steps must be positive"),
     ("jobs:\n  - {job_type: resnet, total_stepz: 5}\n", None, [], "unknown job field"),
-    ("jobs:\n  - {job_type: recoder, total_steps: 10, scale_factor: 2}\n", None, [], "unknown scale factor 2"),
     ("jobs:\n  - {job_type: lstm, total_steps: 10, scale_factor: 4}\n", None, [], "needs 4 GPUs"),
     (None, "nodes:\n  - {name: a, gpu_type: v100, gpus: 0}\n", [], "gpus must be a positive integer"),
     (None, "nodes: 3\n", [], "non-empty 'nodes' list"),
     (None, None, ["--cluster", "v100=40"], "more than 16"),
-    (None, None, ["--round-s", "0"], "--round-s must be positive"),
+    (None, None, ["--round-s", "0"], "--round-s must be a positive number"),
     (None, None, ["--address", "127.0.0.1:1", "--dashboard"], "--dashboard applies to the local cluster only"),
     (None, None, ["--jobs", "/nonexistent/jobs.yaml"], "trace file not found"),
 ])
@@ -79,12 +78,13 @@ def test_hadar_run_json_and_out(ray_session, test_policy, tmp_path, capsys, monk
     summary = json.loads(captured.out)
     assert summary["jobs_completed"] == 2 and summary["policy"] == test_policy  # the name the run used
     assert {q["metric"] for q in summary["quality"]} == {"perplexity", "recall@10"}
+    assert {q["status"] for q in summary["quality"]} == {"done"} and summary["jobs_failed"] == 0
     assert "round" in captured.err and "done" in captured.err  # live progress on stderr (a terminal)
     for name in ("summary.json", "jobs.csv", "events.jsonl", "throughputs.json"):
         assert (out / name).is_file()
     assert (out / "checkpoints" / "job-0.pt").is_file()
     header = (out / "jobs.csv").read_text().splitlines()[0]
-    assert header.startswith("job_id,job_type") and "quality_final" in header
+    assert header.startswith("job_id,job_type") and "quality_final" in header and ",metrics," in header
     # the measured table reads back as a Gavel table (it can seed the next run or a simulation)
     from hadar.model.throughput import ThroughputTable
 

@@ -56,32 +56,35 @@ def test_checkpoints_load_weights_only(tmp_path):
         checkpoint.load(path)
 
 
-# ---- workloads -------------------------------------------------------------------
+# ---- workloads ----------------------------------------------------------------------
 @pytest.mark.parametrize("name", workloads.names())
-def test_each_workload_learns_something_in_a_few_steps(name):
+def test_each_workload_learns_something_in_a_few_steps_through_the_job_api(name, tmp_path):
+    from hadar.job.lease import LeaseSpec
+    from hadar.job.runner import run_lease
+
     torch.set_num_threads(1)
     wl = workloads.get(name)
-    state = wl.new_state(seed=1)
-    before = wl.evaluate(state.model, state.test)
-    for _ in range(150):
-        wl.train_step(state, 0, 1, seed=1)
-    after = wl.evaluate(state.model, state.test)
+    spec = LeaseSpec(job_id=1, entrypoint=workloads.entrypoint(name), rank=0, world=1, max_iterations=150,
+                     budget_s=600.0, checkpoint=str(tmp_path / "job-1.pt"), seed=1, total_steps=150.0)
+    out = run_lease(spec)
+    assert out.ok and out.iterations == 150 and out.finished, out.error
+    before, after = out.first_metrics[wl.metric], out.metrics[wl.metric]  # untrained, then trained
     assert wl.better(after, before), (name, before, after)
-    assert state.iteration == 150
+    assert checkpoint.load(spec.checkpoint)["hadar"]["iteration"] == 150
 
 
 @pytest.mark.parametrize("name", workloads.names())
 def test_workloads_are_deterministic_in_the_seed(name):
     wl = workloads.get(name)
-    a, b = wl.new_state(seed=4), wl.new_state(seed=4)
-    for pa, pb in zip(a.model.parameters(), b.model.parameters(), strict=True):
+    a, b = wl.build_model(4), wl.build_model(4)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb)
 
 
 def test_data_parallel_ranks_read_disjoint_slices_of_a_global_batch():
     wl = workloads.get("lstm")
-    state = wl.new_state(seed=2)
-    rows = [wl.batch(state, r, 2, seed=2) for r in range(2)]
+    train, _ = wl.make_data(2)
+    rows = [wl.batch(train, 5, r, 2, seed=2) for r in range(2)]
     assert rows[0].shape == rows[1].shape == (wl.batch_size, rows[0].shape[1])
     flat = {tuple(x.tolist()) for r in rows for x in r}
     assert len(flat) == 2 * wl.batch_size
@@ -94,16 +97,18 @@ def test_aliases_and_unknown_job_types():
 
 
 # ---- emulation -----------------------------------------------------------------
-def test_speed_factors_follow_gavels_ratios(table):
-    jt = "ResNet (digits, batch size 32)"
+def test_speed_ratios_follow_gavels_rows(table):
+    ratios = emulation.SpeedRatios(table, CLUSTER.gpu_types)
     row = table.rates[("ResNet-18 (batch size 32)", 1)]
-    f = {t: emulation.speed_factor(table, jt, 1, t, CLUSTER.gpu_types) for t in CLUSTER.gpu_types}
+    f = {t: ratios("ResNet-18 (batch size 32)", 1, t) for t in CLUSTER.gpu_types}
     assert max(f.values()) == pytest.approx(1.0)
     assert f["k80"] / f["p100"] == pytest.approx(row["k80"] / row["p100"])
     # the recommendation model is fastest on P100 in Gavel's table, so there too
-    rec = {t: emulation.speed_factor(table, "Recoder (batch size 64)", 1, t, CLUSTER.gpu_types)
-           for t in CLUSTER.gpu_types}
+    rec = {t: ratios("Recommendation (batch size 512)", 1, t) for t in CLUSTER.gpu_types}
     assert rec["p100"] == 1.0 and rec["v100"] < 1.0
+    # a user job without emulate_as: the average Gavel model (documented numbers), for every GPU count
+    avg = {t: round(ratios(emulation.AVERAGE, 4, t), 3) for t in CLUSTER.gpu_types}
+    assert avg == {"v100": 1.0, "p100": 0.943, "k80": 0.297}
 
 
 def test_local_resources_name_every_logical_node_and_type():
@@ -112,24 +117,44 @@ def test_local_resources_name_every_logical_node_and_type():
                    "hadar_node:c": 1, "hadar_gpu:k80": 1}
 
 
-def test_prior_table_lists_the_scale_factors_gavel_has(table):
-    prior = emulation.prior_table({"Recoder (batch size 64)": 100.0, "LSTM-LM (batch size 20)": 50.0}, CLUSTER, table)
-    assert prior.scale_factors("Recoder (batch size 64)") == (1,)
-    assert prior.scale_factors("LSTM-LM (batch size 20)") == (1, 2, 4, 8)
-    assert prior.get("Recoder (batch size 64)", 1, "p100") == pytest.approx(100.0)
-    assert prior.get("LSTM-LM (batch size 20)", 2, "v100") == pytest.approx(2 * 50.0 * 0.9)
-
-
 # ---- tracker ---------------------------------------------------------------------
-def test_tracker_moving_average_and_correction_of_unmeasured_types():
-    prior = ThroughputTable({("m", 1): {"v100": 100.0, "k80": 20.0}})
-    tr = ThroughputTracker(prior, alpha=0.5)
+def test_tracker_moving_average_and_marks():
+    tr = ThroughputTracker(("v100", "k80"), ratio=lambda jt, k, t: {"v100": 1.0, "k80": 0.2}[t])
+    tr.add("m", 1)
+    assert tr.kind("m", 1, "v100") == "estimated" and not tr.anchored("m")
     assert not tr.observe("m", 1, "v100", steps=5, seconds=0.1)  # too short to count
     assert tr.observe("m", 1, "v100", steps=50, seconds=1.0)
     assert tr.observe("m", 1, "v100", steps=70, seconds=1.0)
     t = tr.table()
     assert t.get("m", 1, "v100") == pytest.approx(60.0)  # 0.5 * 70 + 0.5 * 50
-    assert t.get("m", 1, "k80") == pytest.approx(20.0 * 0.6)  # scaled like the measured type
+    assert t.get("m", 1, "k80") == pytest.approx(60.0 * 0.2)  # the prior ratio, at the measured level
+    assert tr.kind("m", 1, "v100") == "measured" and tr.kind("m", 1, "k80") == "estimated" and tr.anchored("m")
+
+
+def test_estimates_learn_type_and_count_ratios_from_other_jobs():
+    """Job a measured on both types runs K80 at half the prior's ratio: job b's K80 estimate follows (shrunk);
+    b's level comes from its own V100 measurement; a job with no measurement gets the typical level."""
+    tr = ThroughputTracker(("v100", "k80"), ratio=lambda jt, k, t: {"v100": 1.0, "k80": 0.4}[t])
+    for row in (("a", 1), ("b", 1), ("b", 2), ("c", 1)):
+        tr.add(*row)
+    before = tr.table()
+    assert all(v > 0 for row in before.rates.values() for v in row.values())  # no holes, ever
+    tr.observe("a", 1, "v100", 100.0, 1.0)
+    tr.observe("a", 1, "k80", 20.0, 1.0)  # prior ratio says 40
+    tr.observe("b", 1, "v100", 10.0, 1.0)
+    t = tr.table()
+    assert 10.0 * 0.2 < t.get("b", 1, "k80") < 10.0 * 0.4  # corrected towards a's measured ratio
+    assert t.get("b", 2, "v100") == pytest.approx(2 * 0.9 * 10.0, rel=0.05)  # 2 GPUs: x 2 x 0.9 efficiency
+    assert 10.0 < t.get("c", 1, "v100") < 100.0  # the typical level of the jobs measured so far
+    kinds = {(e["job_type"], e["gpus"], e["gpu_type"]): e["kind"] for e in tr.entries()}
+    assert kinds[("a", 1, "k80")] == "measured" and kinds[("b", 1, "k80")] == "estimated"
+
+
+def test_given_throughputs_count_as_known_entries():
+    given = ThroughputTable({("m", 1): {"v100": 40.0, "k80": 8.0}})
+    tr = ThroughputTracker(("v100", "k80"), given=given)
+    tr.add("m", 1)
+    assert tr.kind("m", 1, "k80") == "given" and tr.table().get("m", 1, "k80") == 8.0 and tr.anchored("m")
 
 
 # ---- cluster detection for --address ------------------------------------------------
@@ -164,43 +189,19 @@ def test_a_cluster_file_needs_its_nodes_on_the_ray_cluster():
         pins_for_file(CLUSTER, [_node({"hadar_node:a": 2})])
 
 
-# ---- the worker, in-process (no Ray): leases, extension, restore, foreign checkpoints ----------
-def _spec(tmp_path, **kw):
-    from hadar.runtime.worker import LeaseSpec
-
-    base = LeaseSpec(job_id=1, job_type="LSTM-LM (batch size 20)", seed=3, rank=0, world=1, max_iterations=5,
-                     budget_s=30.0, speed=1.0, checkpoint=str(tmp_path / "job-1.pt"), expect_steps=0.0, run_id="r1")
-    return dataclasses.replace(base, **kw)
-
-
-def test_worker_continues_in_memory_restores_elsewhere_and_ignores_other_runs(tmp_path):
+# ---- the worker actor's body, in-process (no Ray) ------------------------------------------
+def test_the_worker_keeps_the_last_saved_state_in_memory_for_the_next_lease(tmp_path):
+    from hadar.job.lease import LeaseSpec
     from hadar.runtime.worker import Worker
 
-    a, b = Worker(0, "n", "v100"), Worker(1, "n", "k80")
-    first = a.run_lease(_spec(tmp_path))
-    assert first.ok and first.iterations == 5 and first.steps_total == 5 and not first.restored
-    assert first.finished  # max_iterations reached
-    again = a.run_lease(_spec(tmp_path, expect_steps=5.0))  # same worker, same progress: lease extension
-    assert again.ok and not again.restored and again.restore_s == 0.0 and again.steps_start == 5
-    moved = b.run_lease(_spec(tmp_path, expect_steps=10.0))  # another worker: restore from the checkpoint
-    assert moved.ok and moved.restored and moved.steps_start == 10 and moved.steps_total == 15
-    other = b.run_lease(_spec(tmp_path, run_id="r2", expect_steps=-1.0))  # a new run, same folder
-    assert other.ok and not other.restored and other.steps_start == 0
-    assert checkpoint.load(tmp_path / "job-1.pt")["run_id"] == "r2"
-
-
-def test_worker_emulated_speed_stretches_steps(tmp_path):
-    from hadar.runtime.worker import Worker
-
-    w = Worker(0, "n", "k80")
-    w.run_lease(_spec(tmp_path, max_iterations=3))  # warm up
-    fast = w.run_lease(_spec(tmp_path, max_iterations=40, expect_steps=3.0))
-    slow = w.run_lease(_spec(tmp_path, max_iterations=40, expect_steps=43.0, speed=0.25))
-    assert slow.train_s > 2.5 * fast.train_s
-
-
-def test_worker_stops_at_the_deadline(tmp_path):
-    from hadar.runtime.worker import Worker
-
-    out = Worker(0, "n", "v100").run_lease(_spec(tmp_path, max_iterations=10**9, budget_s=0.5))
-    assert out.ok and not out.finished and out.train_s < 3.0
+    w = Worker(0, "n", "v100")
+    spec = LeaseSpec(job_id=1, entrypoint=workloads.entrypoint("lstm"), rank=0, world=1, max_iterations=5,
+                     budget_s=60.0, checkpoint=str(tmp_path / "job-1.pt"), run_id="r1", total_steps=20.0)
+    first = w.run_lease(spec)
+    assert first.ok and first.iterations == 5 and first.saved_steps == 5 and not first.restored
+    os.remove(spec.checkpoint)  # lease extension: the same worker needs no file
+    again = w.run_lease(dataclasses.replace(spec, start_iteration=5, steps_done=5.0, resume_steps=5.0))
+    assert again.ok and again.continued and again.restore_s == 0.0
+    other = w.run_lease(dataclasses.replace(spec, job_id=2, checkpoint=str(tmp_path / "job-2.pt")))
+    assert other.ok and not other.continued  # another job: the first job's state was dropped
+    assert w._cache.entry is not None and w._cache.entry.job_id == 2

@@ -12,6 +12,7 @@ from hadar.runtime import checkpoint, workloads
 from hadar.runtime.demo import demo_cluster
 from hadar.runtime.run import run
 from tests.helpers import FastestTypePolicy, GreedyCountsPolicy
+from tests.runtime.test_job_api import _listening
 
 pytestmark = pytest.mark.runtime
 
@@ -31,9 +32,10 @@ def test_six_real_jobs_finish_under_max_min_fairness_perf(ray_session, tmp_path)
     for job in jobs:
         q = res.quality[job.job_id]
         ckpt = checkpoint.load(q.checkpoint)  # weights_only load of the final checkpoint
-        assert ckpt is not None and ckpt["steps"] >= job.total_steps
+        assert ckpt is not None and ckpt["hadar"]["steps"] >= job.total_steps
         assert q.final is not None and q.initial is not None
-        assert workloads.get(job.job_type).better(q.final, q.initial), (job, q)
+        assert workloads.get(job.job_type).better(q.final, q.initial), (job, q.first, q.last)
+    assert s["leases_continued_in_memory"] > 0  # lease extension: a worker resumed the state it had saved
     # the 2-GPU job ran data-parallel on two workers of one type
     leases = [e for e in res.events if e["event"] == "lease" and e["job"] == 4]
     assert leases and all(len(e["gpus"]) == 2 for e in leases)
@@ -69,53 +71,68 @@ def test_a_worker_killed_mid_round_loses_at_most_that_round(ray_session, tmp_pat
     after = next(e for e in ok if e["round"] > 1)
     assert after["restored"]  # the new worker (or another GPU) restored the checkpoint
     assert sum(e["steps"] for e in ok) >= 3000
-    assert checkpoint.load(res.quality[0].checkpoint)["steps"] >= 3000
+    assert checkpoint.load(res.quality[0].checkpoint)["hadar"]["steps"] >= 3000
 
 
-def _executor(tmp_path):
+def _executor(tmp_path, events):
     from hadar.clock import WallClock
+    from hadar.model.throughput import ThroughputTable
+    from hadar.runtime.emulation import SpeedRatios
     from hadar.runtime.executor import RayExecutor
     from hadar.runtime.pool import WorkerPool
 
     pool = WorkerPool(demo_cluster())
     pool.start()
-    return pool, RayExecutor(demo_cluster(), pool, WallClock(), checkpoint_dir=tmp_path, grace_s=15.0)
+    ratios = SpeedRatios(ThroughputTable.load(), demo_cluster().gpu_types)
+    return pool, RayExecutor(demo_cluster(), pool, WallClock(), checkpoint_dir=tmp_path, ratios=ratios, grace_s=15.0,
+                             on_event=events.append)
 
 
-def test_a_data_parallel_lease_across_gpu_types_and_a_rank_dying_in_it(ray_session, tmp_path):
+def test_a_data_parallel_lease_across_gpu_types_a_rank_dying_in_it_and_its_rendezvous(ray_session, tmp_path):
     from hadar.model.plan import Lease, RoundPlan
+    from hadar.runtime.workloads import resolve_job
 
-    pool, ex = _executor(tmp_path)
+    events: list[dict] = []
+    pool, ex = _executor(tmp_path, events)
     try:
+        ex.register(resolve_job(Job(7, "resnet", 2, 10**6)))
         lease = Lease(job_id=7, job_type="ResNet (digits, batch size 32)", scale_factor=2, gpus=(1, 3), max_steps=1e6)
         first = ex.run_round(RoundPlan(ex.clock.now(), 2.0, (lease,)))
         (res,) = first.results
         assert not res.failed and res.steps > 0 and res.steps % 2 == 0  # 2 steps per synchronous iteration
+        # the rendezvous store listened on loopback only (both ranks are on this machine), and only during the lease
+        (rdv,) = [e for e in events if e["event"] == "rendezvous"]
+        assert rdv["host"] == "127.0.0.1" and not _listening(rdv["port"])
         threading.Timer(1.5, pool.kill, args=(3,)).start()  # rank 1 dies mid-round
         second = ex.run_round(RoundPlan(ex.clock.now(), 4.0, (lease,)))
         (res2,) = second.results
-        assert res2.failed and res2.steps == 0
+        assert res2.failed and res2.steps == 0 and not res2.fatal
         assert second.end_s - second.start_s < 15.0  # rank 0 noticed, no hang until the grace ran out
         assert pool.replaced == 1
         third = ex.run_round(RoundPlan(ex.clock.now(), 2.0, (lease,)))
         (res3,) = third.results
         assert not res3.failed
         ckpt = checkpoint.load(ex.jobs[7].checkpoint)
-        assert ckpt["steps"] == pytest.approx(res.steps + res3.steps)  # the failed round added nothing
+        assert ckpt["hadar"]["steps"] == pytest.approx(res.steps + res3.steps)  # the failed round added nothing
     finally:
         pool.shutdown()
 
 
 def test_a_waiting_job_starts_when_a_lease_finishes_early_not_at_the_round_end(ray_session, tmp_path):
+    # a previous run's measured table (what `hadar run --throughputs` reads) gives the rates from the start
+    warm = run([Job(0, "resnet", 1, 150)], demo_cluster(), GreedyCountsPolicy(), round_s=6.0,
+               checkpoint_dir=tmp_path / "warm")
     # four GPUs, five jobs: job 0 is short, job 4 waits for a GPU; the rounds are 20 s long
     jobs = [Job(0, "resnet", 1, 40)] + [Job(i, "resnet", 1, 300) for i in range(1, 5)]
-    res = run(jobs, demo_cluster(), GreedyCountsPolicy(), round_s=20.0, checkpoint_dir=tmp_path)
+    res = run(jobs, demo_cluster(), GreedyCountsPolicy(), round_s=20.0, checkpoint_dir=tmp_path,
+              throughputs=warm.measured_mean)
     s = res.summary
     assert s["jobs_completed"] == 5 and s["failed_leases"] == 0
+    assert s["throughput_entries"]["estimated"] == 0  # every entry given or measured
     rows = {r.job_id: r for r in res.rows}
-    first_round = next(e for e in res.events if e["event"] == "round")
-    assert 4 not in [lease[0] for lease in first_round["leases"]]  # job 4 waited
+    rounds = [e for e in res.events if e["event"] == "round"]
+    assert 4 not in [lease[0] for lease in rounds[0]["leases"]]  # job 4 waited
     # the executor's predicted completion of job 0 ended the round early, and job 4 started then
-    assert first_round["end"] - first_round["t"] < 15.0
+    assert rounds[0]["end"] - rounds[0]["t"] < 15.0
     assert rows[4].first_start_s is not None and rows[4].first_start_s < 15.0
     assert rows[4].first_start_s >= rows[0].finish_s - 1.0

@@ -38,11 +38,10 @@ def test_averaging_two_copies_equals_the_sample_weighted_mean():
 def _copy_ckpt(tmp_path, copy, seed, steps, iterations):
     torch.manual_seed(seed)
     m = torch.nn.Linear(3, 2)
-    state = {"model": m.state_dict(), "optimizer": _opt_state(m), "iteration": 10 + iterations,
-             "steps": 100 + steps, "job_id": 1, "job_type": LSTM, "run_id": "r", "initial_metric": 48.0,
-             "final_metric": float("nan")}
+    state = {"model": m.state_dict(), "optimizer": _opt_state(m), "seen": copy}
+    meta = {"run_id": "r", "job_id": 1, "copy": copy, "steps": 100 + steps, "iteration": 10 + iterations}
     path = aggregate.copy_path(tmp_path / "job-1.pt", copy)
-    checkpoint.save_atomic(state, path)
+    checkpoint.save_atomic({"hadar": meta, "state": state}, path)
     return aggregate.CopyResult(copy, path, float(steps), iterations), state
 
 
@@ -50,77 +49,75 @@ def _copy_ckpt(tmp_path, copy, seed, steps, iterations):
 def test_merge_writes_the_weighted_average_and_the_progress_of_all_copies(tmp_path, policy):
     c0, s0 = _copy_ckpt(tmp_path, 0, 1, steps=60, iterations=60)
     c1, s1 = _copy_ckpt(tmp_path, 1, 2, steps=20, iterations=20)
-    start = {"steps": 100.0, "iteration": 10}
-    merged = aggregate.merge_copies(tmp_path / "job-1.pt", start, [c0, c1], optimizer=policy)
+    merged = aggregate.merge_copies(tmp_path / "job-1.pt", 100.0, 10, [c0, c1], optimizer=policy)
     assert merged is not None and merged.copies == (0, 1)
     got = checkpoint.load(tmp_path / "job-1.pt")
-    assert got["steps"] == 180.0 and got["iteration"] == 70  # start + both copies; copies split global batches
-    assert torch.allclose(got["model"]["weight"], 0.75 * s0["model"]["weight"] + 0.25 * s1["model"]["weight"])
+    meta, state = got["hadar"], got["state"]
+    assert meta["steps"] == 180.0 and meta["iteration"] == 70 and meta["run_id"] == "r"  # copies split batches
+    assert torch.allclose(state["model"]["weight"], 0.75 * s0["model"]["weight"] + 0.25 * s1["model"]["weight"])
     exp0 = s0["optimizer"]["state"][0]["exp_avg"]
     exp1 = s1["optimizer"]["state"][0]["exp_avg"]
     want = exp0 if policy == "largest" else 0.75 * exp0 + 0.25 * exp1
-    assert torch.allclose(got["optimizer"]["state"][0]["exp_avg"], want, atol=1e-7)
+    assert torch.allclose(state["optimizer"]["state"][0]["exp_avg"], want, atol=1e-7)
+    assert state["seen"] == 0  # every other entry: from the copy that did most steps
 
 
 def test_a_dead_copy_is_left_out_and_nothing_else_is_lost(tmp_path):
     c0, s0 = _copy_ckpt(tmp_path, 0, 1, steps=40, iterations=40)
     dead = aggregate.CopyResult(1, aggregate.copy_path(tmp_path / "job-1.pt", 1), 0.0, 0)  # died: no steps
-    merged = aggregate.merge_copies(tmp_path / "job-1.pt", {"steps": 100.0, "iteration": 10}, [c0, dead])
+    merged = aggregate.merge_copies(tmp_path / "job-1.pt", 100.0, 10, [c0, dead])
     got = checkpoint.load(tmp_path / "job-1.pt")
-    assert merged.copies == (0,) and got["steps"] == 140.0
-    assert torch.equal(got["model"]["weight"], s0["model"]["weight"])  # the survivor's work, all of it
+    assert merged.copies == (0,) and got["hadar"]["steps"] == 140.0
+    assert torch.equal(got["state"]["model"]["weight"], s0["model"]["weight"])  # the survivor's work, all of it
     # no copy survived: the canonical checkpoint is untouched
-    assert aggregate.merge_copies(tmp_path / "job-1.pt", None, [dead]) is None
-    assert checkpoint.load(tmp_path / "job-1.pt")["steps"] == 140.0
+    assert aggregate.merge_copies(tmp_path / "job-1.pt", 0.0, 0, [dead]) is None
+    assert checkpoint.load(tmp_path / "job-1.pt")["hadar"]["steps"] == 140.0
 
 
 def test_copies_read_disjoint_shards_of_every_global_batch():
     wl = workloads.get(RESNET)
-    state = wl.new_state(seed=1)
+    train, _ = wl.make_data(1)
     seen = []
     for shard in range(3):  # copy 0 on 2 GPUs (shards 0, 1), copy 1 on 1 GPU (shard 2)
-        x, _ = wl.batch(state, shard, 3, seed=1)
+        x, _ = wl.batch(train, 0, shard, 3, seed=1)
         seen.append({tuple(r.flatten().tolist()) for r in x})
     assert all(len(s) > 0 for s in seen)
     assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
 
 
 def _spec(tmp_path, **kw):
-    from hadar.runtime.worker import LeaseSpec
+    from hadar.job.lease import LeaseSpec
 
-    base = LeaseSpec(job_id=1, job_type=RESNET, seed=3, rank=0, world=1, max_iterations=4, budget_s=30.0,
-                     speed=1.0, checkpoint=str(tmp_path / "job-1.pt"), expect_steps=0.0, run_id="r1")
+    base = LeaseSpec(job_id=1, entrypoint=workloads.entrypoint(RESNET), rank=0, world=1, max_iterations=4,
+                     budget_s=60.0, checkpoint=str(tmp_path / "job-1.pt"), seed=3, run_id="r1", total_steps=100.0)
     return dataclasses.replace(base, **kw)
 
 
 def test_a_forked_jobs_copies_start_each_round_from_identical_weights(tmp_path):
     """Two workers run copies for two rounds; the tracker merges in between; both copies of round 2 start
-    from the merged weights, even the worker that could have continued its own copy in memory."""
-    from hadar.runtime.worker import Worker, weights_digest
+    from the merged weights, including the worker that holds its own copy's state in memory."""
+    from hadar.job.state import digest
+    from hadar.runtime.worker import Worker
 
     canonical = tmp_path / "job-1.pt"
     a, b = Worker(0, "a", "v100"), Worker(1, "b", "k80")
     first = a.run_lease(_spec(tmp_path, max_iterations=3))  # round 0: one copy (the job itself)
     assert first.ok
-    start = checkpoint.load(canonical)
-    for rnd in range(2):
+    steps, iteration = 3.0, 3
+    for _ in range(2):
         outs = []
         for w, copy in ((a, 0), (b, 1)):
             spec = _spec(tmp_path, copy=copy, copies=2, restore_from=str(canonical), shard_offset=copy, shards=2,
-                         checkpoint=str(aggregate.copy_path(canonical, copy)), expect_steps=start["steps"],
-                         max_iterations=3 + copy)
+                         checkpoint=str(aggregate.copy_path(canonical, copy)), start_iteration=iteration,
+                         steps_done=steps, resume_steps=steps, max_iterations=3 + copy, digest=True)
             outs.append(w.run_lease(spec))
         assert all(o.ok for o in outs)
-        assert outs[0].start_digest == outs[1].start_digest  # identical starting weights
-        wl = workloads.get(RESNET)
-        model = wl.build_model(0)
-        model.load_state_dict(start["model"])
-        assert outs[0].start_digest == weights_digest(model)  # ... and they are the canonical checkpoint's
+        assert outs[0].start_digest == outs[1].start_digest  # identical starting weights ...
+        assert outs[0].start_digest == digest(checkpoint.load(canonical)["state"])  # ... the canonical ones
         assert outs[1].restored  # b never held the job: restored from the canonical checkpoint
         copies = [aggregate.CopyResult(c, aggregate.copy_path(canonical, c), float(o.iterations), o.iterations)
                   for c, o in enumerate(outs)]
-        merged = aggregate.merge_copies(canonical, start, copies)
-        assert merged.steps == start["steps"] + 7
-        start = checkpoint.load(canonical)
-    # after a forked round nobody continues a copy in memory: worker a restored the merged weights
-    assert outs[0].restored
+        merged = aggregate.merge_copies(canonical, steps, iteration, copies)
+        assert merged.steps == steps + 7 and merged.iteration == iteration + 4
+        steps, iteration = merged.steps, merged.iteration
+    assert outs[0].restored  # a copy's own state is never resumed from memory: a read the merged weights

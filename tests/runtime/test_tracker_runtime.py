@@ -54,8 +54,9 @@ def test_hadare_forks_merges_and_survives_a_copy_dying_mid_round(ray_session, tm
         progress[job] = merges[(job, rnd)]["progress_to"] if (job, rnd) in merges else es[0]["progress_to"]
     for job in jobs:
         ckpt = checkpoint.load(res.quality[job.job_id].checkpoint)
-        assert job.total_steps <= ckpt["steps"] <= job.total_steps + 8  # the sample budget, split over copies
+        assert job.total_steps <= ckpt["hadar"]["steps"] <= job.total_steps + 8  # the sample budget, split over copies
         q = res.quality[job.job_id]
         assert q.final is not None and workloads.get(job.job_type).better(q.final, q.initial)
-    assert not list(tmp_path.glob("*.copy*"))  # copies' files are merged and removed
+    assert not list(tmp_path.glob("*.copy*")) and not list(tmp_path.glob("*.next*"))  # merged or committed, removed
+    assert any(e["event"] == "merge" and e["final"] is not None for e in res.events)  # the merged model, evaluated
     assert aggregate.copy_path(tmp_path / "job-0.pt", 1).name == "job-0.copy1.pt"

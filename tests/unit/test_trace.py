@@ -83,7 +83,7 @@ def test_csv_and_yaml_job_lists_sorted_by_arrival(tmp_path):
 
 @pytest.mark.parametrize(("content", "message"), [
     ("jobs:\n  - {job_type: A3C}\n", "missing total_steps"),
-    ("jobs:\n  - {job_type: A3C, total_steps: 5, gpus: 2}\n", "unknown job field"),
+    ("jobs:\n  - {job_type: A3C, total_steps: 5, gpu: 2}\n", "unknown job field"),
     ("jobs:\n  - {job_type: A3C, total_steps: -5}\n", "total steps must be positive"),
     ("jobs: [\n", "not valid YAML"),
     ("- 3\n", "each job must be a mapping"),

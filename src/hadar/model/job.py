@@ -2,9 +2,53 @@
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from hadar.errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class TrainSpec:
+    """What the real runtime runs for a job: a ``train(ctx)`` function (see ``hadar.job``).
+
+    ``entrypoint`` is ``FILE.py:FUNCTION`` or ``package.module:FUNCTION`` ("" = the bundled
+    workload the job's ``job_type`` names, filled in by the runtime); a relative FILE is
+    looked up in ``search_path`` (the job file's folder, then the current folder), where modules
+    are imported from too. ``args_json`` is the job's ``args`` mapping as JSON (hashable, storable).
+    ``max_failures``: failed leases after which the job ends as failed. ``profile``: short
+    measurement-only leases on GPU types it has not run on yet. ``emulate_as``: the Gavel job type
+    whose per-GPU-type speed ratios the emulated cluster and the throughput prior use ("" = the
+    average Gavel row). ``quality``: the reported metric that measures the model ("" = none;
+    ``-name``: lower is better).
+    """
+
+    entrypoint: str
+    name: str = ""
+    args_json: str = "{}"
+    max_failures: int = 3
+    profile: bool = False
+    emulate_as: str = ""
+    quality: str = ""
+    search_path: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        where = f"job {self.name!r}" if self.name else "job"
+        if self.entrypoint and ":" not in self.entrypoint.strip(":"):
+            raise InputError(f"{where}: entrypoint must be FILE.py:FUNCTION or package.module:FUNCTION, "
+                             f"got {self.entrypoint!r}")
+        if isinstance(self.max_failures, bool) or not isinstance(self.max_failures, int) or self.max_failures < 1:
+            raise InputError(f"{where}: max_failures must be an integer >= 1, got {self.max_failures!r}")
+        if not isinstance(json.loads(self.args_json), dict):
+            raise InputError(f"{where}: args must be a mapping")
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """A fresh copy of the job's ``args``."""
+        out: dict[str, Any] = json.loads(self.args_json)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +74,13 @@ class Job:
     num_steps_arg: str = ""
     needs_data_dir: bool = False
     origin: str = ""  # where it came from, e.g. "small_test.trace:3", for error messages
+    train: TrainSpec | None = None  # what the real runtime runs (None: a simulated job type only)
 
     def __post_init__(self) -> None:
         where = self.origin or f"job {self.job_id} ({self.job_type})"
+        for name in ("total_steps", "arrival_s", "priority_weight"):
+            if not math.isfinite(getattr(self, name)):
+                raise InputError(f"{where}: {name} must be a finite number, got {getattr(self, name)}")
         if self.scale_factor <= 0:
             raise InputError(f"{where}: scale factor must be positive, got {self.scale_factor}")
         if self.total_steps <= 0:

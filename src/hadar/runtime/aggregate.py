@@ -2,16 +2,18 @@
 
 Every round, each copy of a forked job starts from the job's canonical
 checkpoint, trains on its own disjoint shard of every global batch and
-writes its own checkpoint (``copy_path``). The tracker then averages the
-copies' weights, weighted by the samples each processed (periodic model
-averaging: local SGD with one round per period), and writes the result
-atomically as the canonical checkpoint that every copy of the next round
-starts from. A copy that failed is simply left out: the others' work
-counts, and if none succeeded the canonical checkpoint is untouched.
+saves its own checkpoint (``copy_path``). The tracker then averages the
+``"model"`` entries of the copies' saved states, weighted by the steps each
+did (periodic model averaging: local SGD with one round per period), and
+writes the result atomically as the canonical checkpoint that every copy of
+the next round starts from. A copy that failed is simply left out: the
+others' work counts, and if none succeeded the canonical checkpoint is
+untouched.
 
-Optimizer state: ``largest`` takes it from the copy that processed the
-most samples; ``average`` averages its floating-point tensors with the same
-weights (integer entries come from the largest copy).
+Optimizer state (the ``"optimizer"`` entry): ``largest`` takes it from the
+copy that did the most steps; ``average`` averages its floating-point
+tensors with the same weights (integer entries come from the largest copy).
+Every other entry comes from the largest copy.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class CopyResult:
 
     copy: int
     path: Path
-    steps: float  # table steps this round (samples / per-worker batch size)
+    steps: float  # the job's steps this round
     iterations: int
 
 
@@ -78,39 +80,41 @@ class CopyResult:
 class Merged:
     """The canonical checkpoint after a round: progress and which copies it includes."""
 
-    steps: float  # the job's progress (table steps) in the canonical checkpoint
+    steps: float  # the job's progress in the canonical checkpoint
     iteration: int
     copies: tuple[int, ...]
-    state: dict[str, Any]
+    state: dict[str, Any]  # the job's merged state (what ``ctx.load_state()`` returns next)
 
 
-def merge_copies(canonical: str | Path, start: Mapping[str, Any] | None, copies: Sequence[CopyResult], *,
+def merge_copies(canonical: str | Path, steps0: float, iteration0: int, copies: Sequence[CopyResult], *,
                  optimizer: str = "largest") -> Merged | None:
-    """Average the copies' checkpoints into ``canonical`` (atomic write); None if no copy succeeded.
+    """Average the copies' checkpoints into ``canonical`` (atomic write); None if no copy contributed.
 
-    ``start``: the canonical checkpoint the copies started from (None: a fresh job), for the starting
-    progress and iteration; the merged progress is start + the sum of the copies' steps.
+    ``steps0``, ``iteration0``: the job's progress and step number when the copies started; the merged
+    progress is ``steps0`` + the sum of the copies' steps, the step number ``iteration0`` + the largest
+    copy's (the copies split each global batch). The states' ``"model"`` entries are averaged, weighted by
+    steps; without a ``"model"`` in every copy, the state of the copy that did most steps is kept whole.
     """
     if optimizer not in OPTIMIZER_POLICIES:
         raise ValueError(f"optimizer policy must be one of {OPTIMIZER_POLICIES}, got {optimizer!r}")
     done = [c for c in copies if c.steps > 0]
     if not done:
         return None
-    states = [checkpoint.load(c.path) for c in done]
-    if any(s is None for s in states):
-        missing = [str(c.path) for c, s in zip(done, states) if s is None]
+    files = [checkpoint.load(c.path) for c in done]
+    missing = [str(c.path) for c, f in zip(done, files) if f is None]
+    if missing:
         raise FileNotFoundError(f"copy checkpoint(s) missing: {', '.join(missing)}")
+    envelopes: list[dict[str, Any]] = [f for f in files if f is not None]
+    states = [e["state"] for e in envelopes]
     weights = [c.steps for c in done]
     top = max(range(len(done)), key=lambda i: weights[i])
-    head: dict[str, Any] = states[top]  # type: ignore[assignment]
-    model = average_tensors([s["model"] for s in states], weights)  # type: ignore[index]
-    opt = (average_tensors([s["optimizer"] for s in states], weights)  # type: ignore[index]
-           if optimizer == "average" else head["optimizer"])
-    steps0 = float(start["steps"]) if start is not None else 0.0
-    iter0 = int(start["iteration"]) if start is not None else 0
-    merged = dict(head)
-    merged.update(model=model, optimizer=opt, steps=steps0 + sum(weights),
-                  iteration=iter0 + max(c.iterations for c in done),  # copies split each global batch
-                  copies=[c.copy for c in done], copy_steps=list(weights))
-    checkpoint.save_atomic(merged, canonical)
-    return Merged(merged["steps"], merged["iteration"], tuple(c.copy for c in done), merged)
+    merged = dict(states[top])
+    if all(isinstance(s.get("model"), Mapping) for s in states):
+        merged["model"] = average_tensors([s["model"] for s in states], weights)
+        if optimizer == "average" and all(isinstance(s.get("optimizer"), Mapping) for s in states):
+            merged["optimizer"] = average_tensors([s["optimizer"] for s in states], weights)
+    meta = dict(checkpoint.meta_of(envelopes[top]))
+    meta.update(copy=0, steps=steps0 + sum(weights), iteration=iteration0 + max(c.iterations for c in done),
+                copies=[c.copy for c in done], copy_steps=list(weights))
+    checkpoint.save_atomic({"hadar": meta, "state": merged}, canonical)
+    return Merged(meta["steps"], meta["iteration"], tuple(c.copy for c in done), merged)

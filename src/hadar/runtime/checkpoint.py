@@ -1,49 +1,28 @@
-"""Atomic checkpoints: write to a temporary file in the same folder, fsync, then rename.
+"""Where the runtime keeps job checkpoints, and how they are written and read (``hadar.job.state``).
 
-A reader sees either the previous complete checkpoint or the new complete
-one, never a torn file, even if the writer dies mid-write. Loading uses
-``torch.load(..., weights_only=True)``: only tensors and plain containers
-are unpickled, so a checkpoint file cannot run code.
+A checkpoint is ``{"hadar": META, "state": STATE}`` (STATE: what the job's function saved),
+written atomically and read with ``weights_only=True`` (a checkpoint file cannot run code).
+A lease saves to ``job-N.next.pt``; the executor commits it (renames it to ``job-N.pt``) when
+the lease succeeds, and ``ctx.load_state()`` reads ``job-N.pt``.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
-from typing import Any
+
+from hadar.job.state import load, meta_of, save_atomic
 
 
 def checkpoint_path(folder: str | Path, job_id: int) -> Path:
+    """The job's committed checkpoint: the state its last successful lease saved."""
     return Path(folder) / f"job-{job_id}.pt"
 
 
-def save_atomic(obj: dict[str, Any], path: str | Path) -> None:
-    """``torch.save`` to ``path`` atomically (temp file + fsync + ``os.replace``)."""
-    import torch
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+def pending_path(committed: str | Path) -> Path:
+    """Where a lease saves (``job-N.next.pt``); the executor renames it over the committed one only if the
+    lease succeeds, so a lease that saves and then fails leaves the last good checkpoint in place."""
+    p = Path(committed)
+    return p.with_name(f"{p.stem}.next{p.suffix}")
 
 
-def load(path: str | Path) -> dict[str, Any] | None:
-    """The checkpoint at ``path`` (tensors, numbers, strings, dicts), or None if there is none."""
-    import torch
-
-    path = Path(path)
-    if not path.is_file():
-        return None
-    return torch.load(path, map_location="cpu", weights_only=True)
+__all__ = ["checkpoint_path", "load", "meta_of", "pending_path", "save_atomic"]

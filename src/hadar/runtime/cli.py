@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cluster", help="cluster file (YAML/JSON nodes) or shorthand (v100=2,k80=1); "
                    "default: the demo cluster; with --address: detected from the Ray nodes")
     p.add_argument("--gpus-per-node", type=int, default=1, help="GPUs per node for the shorthands (default 1)")
-    p.add_argument("--jobs", help="job list (.yaml/.json/.csv/.trace) with runtime job types "
-                   "(resnet, lstm, transformer, recoder or full names); default: the demo jobs")
+    p.add_argument("--jobs", help="job list (.yaml/.json/.csv): your own functions (entrypoint: FILE.py:FUNCTION "
+                   "or package.module:FUNCTION; see docs/jobs.md) and/or bundled job types (resnet, lstm, transformer, "
+                   "recoder); default: the demo jobs")
     p.add_argument("--policy", default=DEFAULT_POLICY, help="policy name (see `hadar policies`) or a profile name "
                    f"from --profiles (default {DEFAULT_POLICY})")
     from hadar.cli_simulate import add_profiles_arg
@@ -33,8 +35,8 @@ def add_parser(sub: Any) -> None:
     add_profiles_arg(p)
     p.add_argument("--round-s", type=float, default=10.0, help="round length in seconds (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of models, data and planner (default 0)")
-    p.add_argument("--throughputs", help="starting throughput table (Gavel JSON, e.g. a previous run's "
-                   "throughputs.json); default: calibrate here x Gavel's per-type ratios")
+    p.add_argument("--throughputs", help="known throughputs (Gavel JSON, e.g. a previous run's throughputs.json); "
+                   "default: none: every entry starts as an estimate and is replaced by what the jobs' leases measure")
     p.add_argument("--dilation", type=float, help="emulation only: stretch every step this much more "
                    "(default: GPUs / CPU cores, at least 1, so the workers never need more CPU than there is)")
     p.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
@@ -46,7 +48,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--checkpoint-dir", type=Path, help="where job checkpoints go (shared storage on a multi-node "
                    "cluster); default: DIR/checkpoints with --out, else a temporary folder")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
-    p.add_argument("--out", type=Path, help="write summary.json, jobs.csv, events.jsonl and throughputs.json here")
+    p.add_argument("--out", type=Path, help="write summary.json, jobs.csv, events.jsonl, throughputs.json and "
+                   "logs/job-ID.log (each job's output, warnings and tracebacks) here")
     p.add_argument("--no-progress", action="store_true", help="no live progress on stderr")
     p.set_defaults(func=main)
 
@@ -55,13 +58,13 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from hadar.config import parse_cluster
     from hadar.model.throughput import ThroughputTable
     from hadar.runtime.demo import demo_cluster, demo_jobs
-    from hadar.runtime.run import resolve_jobs
+    from hadar.runtime.run import check_writable, prepare_jobs
     from hadar.sim.trace import read_jobs
 
-    if args.round_s <= 0:
-        raise InputError(f"--round-s must be positive, got {args.round_s}")
-    if args.dilation is not None and args.dilation < 1:
-        raise InputError(f"--dilation must be at least 1, got {args.dilation}")
+    if not (math.isfinite(args.round_s) and args.round_s > 0):
+        raise InputError(f"--round-s must be a positive number of seconds, got {args.round_s}")
+    if args.dilation is not None and not (math.isfinite(args.dilation) and args.dilation >= 1):
+        raise InputError(f"--dilation must be a number >= 1, got {args.dilation}")
     if args.dashboard and args.address:
         raise InputError("--dashboard applies to the local cluster only; an existing cluster has its own")
     cluster = parse_cluster(args.cluster, args.gpus_per_node) if args.cluster else (
@@ -69,8 +72,13 @@ def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     if cluster is not None and args.address is None and cluster.num_gpus > MAX_EMULATED_GPUS:
         raise InputError(f"an emulated cluster runs one training process per GPU on this machine; "
                          f"{cluster.num_gpus} GPUs is more than {MAX_EMULATED_GPUS}")
-    jobs = resolve_jobs(read_jobs(args.jobs)) if args.jobs else demo_jobs()
+    jobs = prepare_jobs(read_jobs(args.jobs) if args.jobs else demo_jobs())
     table = ThroughputTable.load(args.throughputs) if args.throughputs else None
+    if args.out is not None:  # last: nothing is created for input that is wrong anyway
+        check_writable(args.out, "--out")
+        check_writable(args.out / "logs", "--out")
+    if args.checkpoint_dir is not None:
+        check_writable(args.checkpoint_dir, "--checkpoint-dir")
     return cluster, jobs, table
 
 
@@ -83,7 +91,7 @@ class _Progress:
         self.tty = sys.stderr.isatty()
 
     def __call__(self, e: dict[str, Any]) -> None:
-        if e["event"] == "finish":
+        if e["event"] in ("finish", "job_failed"):
             self.done += 1
         if not self.enabled:
             return
@@ -92,7 +100,10 @@ class _Progress:
                     f"done {self.done}/{self.total}")
             sys.stderr.write(("\r" + line) if self.tty else line + "\n")
         elif e["event"] == "lease_failed":
-            sys.stderr.write(f"{chr(10) if self.tty else ''}lease of job {e['job']} failed: {e['error']}\n")
+            where = f" (traceback in {e['log']})" if e.get("log") else ""
+            sys.stderr.write(f"{chr(10) if self.tty else ''}lease of job {e['job']} failed: {e['error']}{where}\n")
+        elif e["event"] == "job_failed":
+            sys.stderr.write(f"{chr(10) if self.tty else ''}job {e['job']} FAILED: {e['error']}\n")
         sys.stderr.flush()
 
     def close(self) -> None:
@@ -118,29 +129,35 @@ def main(args: argparse.Namespace) -> int:
         progress(e)
 
     ckpt = args.checkpoint_dir or (args.out / "checkpoints" if args.out else None)
+    logs = args.out / "logs" if args.out else None
     try:
         result = run(jobs, cluster, args.policy, round_s=args.round_s, address=args.address, seed=args.seed,
-                     checkpoint_dir=ckpt, throughputs=table, dashboard_host=args.dashboard, on_event=on_event,
-                     dilation=args.dilation, fork_optimizer=args.fork_optimizer, profiles=profiles)
+                     checkpoint_dir=ckpt, log_dir=logs, throughputs=table, dashboard_host=args.dashboard,
+                     on_event=on_event, dilation=args.dilation, fork_optimizer=args.fork_optimizer, profiles=profiles)
     finally:
         progress.close()
     if args.out is not None:
         write_outputs(result, args.out)
     quality = quality_rows(result)
+    failed = 1 if result.summary.get("jobs_failed") else 0  # the run ended, but a job failed: exit code 1
     if args.json:
         emit_json({**result.summary, "quality": quality})
-        return 0
+        return failed
     where = args.address or "local Ray, emulated GPUs"
     print(format_summary(result.summary, cluster=args.cluster or ("detected" if args.address else "demo"),
                          workload=args.jobs or "demo", ray=where))
     print()
-    print(f"{'job':>4}  {'type':<32} {'metric':<11} {'untrained':>10} {'final':>10}  restores")
+    print(f"{'job':>4}  {'name':<16} {'status':<8} {'metric':<11} {'first':>10} {'final':>10}  reported")
     for q in quality:
-        print(f"{q['job_id']:>4}  {q['job_type']:<32} {q['metric']:<11} {_num(q['initial']):>10} "
-              f"{_num(q['final']):>10}  {q['restores']}")
+        reported = ", ".join(f"{k} {v:.4g}" for k, v in q["metrics"].items())
+        print(f"{q['job_id']:>4}  {q['name'][:16]:<16} {q['status']:<8} {q['metric'] or '-':<11} "
+              f"{_num(q['initial']):>10} {_num(q['final']):>10}  {reported}")
+    for q in quality:
+        if q["error"]:
+            print(f"job {q['job_id']} ({q['name']}) failed: {q['error']}")
     if args.out is not None:
-        print(f"wrote {args.out}/summary.json, jobs.csv, events.jsonl, throughputs.json; checkpoints in {ckpt}")
-    return 0
+        print(f"wrote {args.out}/summary.json, jobs.csv, events.jsonl, throughputs.json, logs/; checkpoints in {ckpt}")
+    return failed
 
 
 def _num(v: float | None) -> str:

@@ -4,11 +4,15 @@ What it is: every GPU of the cluster file becomes one Ray worker actor
 (a process running real PyTorch training on the CPU, one thread), pinned
 to a *logical node* through a Ray custom resource ``hadar_node:<name>``;
 the logical nodes all live on this machine. A GPU type is a speed factor
-``f = X[m, k, type] / max_t X[m, k, t]`` (<= 1) taken from Gavel's
-throughput table row of the Gavel model ``m`` the workload mirrors: after
-each real training step the worker waits so that the step lasts
-``real_step_time / f``. So a K80 runs a ResNet step ~5x slower than a V100
-and a recommendation step faster, in the same proportions as Gavel measured.
+``f = X[m, k, type] / max_t X[m, k, t]`` (<= 1) taken from a row of Gavel's
+throughput table: the row of the Gavel model ``m`` the job says it behaves
+like (its ``emulate_as``; the bundled workloads name the model they mirror)
+or, by default, the *average Gavel row* (``average_row``: per type, the
+geometric mean over Gavel's models of their one-GPU speed relative to their
+fastest type: V100 1.0, P100 0.943, K80 0.297). After each real training step the job's ``ctx.steps()`` waits so
+that the step lasts ``real_step_time / f``. So a K80 runs a ResNet step ~5x
+slower than a V100 and a recommendation step faster, in the same proportions
+as Gavel measured.
 
 What it is not: not a GPU simulator (memory limits, kernels, NVLink and
 network are not modelled); the real CPU step time itself varies with how
@@ -18,14 +22,16 @@ the runtime feeds the observed steps/s back into the scheduler's table.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Sequence
 
+from hadar.errors import InputError
 from hadar.model.cluster import Cluster
 from hadar.model.throughput import ThroughputTable
-from hadar.runtime import workloads
 
 NODE_RESOURCE = "hadar_node:"  # + node name; amount = GPUs of the node
 TYPE_RESOURCE = "hadar_gpu:"  # + GPU type; amount = GPUs of that type
+AVERAGE = ""  # the mirror name of the average Gavel row
 
 
 def local_resources(cluster: Cluster) -> dict[str, float]:
@@ -48,58 +54,53 @@ def dilation(num_gpus: int, cpus: int) -> float:
     return max(1.0, num_gpus / max(1, cpus))
 
 
-def _mirror_row(gavel: ThroughputTable, mirrors: str, k: int) -> Mapping[str, float] | None:
-    if gavel.has(mirrors, k):
-        return gavel.rates[(mirrors, k)]
-    if gavel.has(mirrors, 1):
-        return gavel.rates[(mirrors, 1)]
-    return None
+class SpeedRatios:
+    """``ratio(mirror, k, gpu_type)``: speed in (0, 1] relative to the fastest of ``types`` (cached).
+
+    ``mirror`` is a Gavel job type, or ``AVERAGE`` (""). A type Gavel's table does not know runs
+    at 1.0; a GPU count the row lacks uses the row for 1 GPU."""
+
+    def __init__(self, gavel: ThroughputTable, types: Sequence[str]) -> None:
+        self.gavel, self.types = gavel, tuple(types)
+        self._cache: dict[tuple[str, int], dict[str, float]] = {}
+
+    def check(self, mirror: str, where: str) -> None:
+        """``InputError`` unless ``mirror`` names a Gavel job type (or is the average row)."""
+        if mirror != AVERAGE and not self.gavel.scale_factors(mirror):
+            known = ", ".join(self.gavel.job_types[:6])
+            raise InputError(f"{where}: emulate_as {mirror!r} is not a job type of Gavel's table (e.g. {known}, ...)")
+
+    def __call__(self, mirror: str, k: int, gpu_type: str) -> float:
+        key = (mirror, k)
+        if key not in self._cache:
+            self._cache[key] = self._row(mirror, k)
+        return self._cache[key].get(gpu_type, 1.0)
+
+    def _row(self, mirror: str, k: int) -> dict[str, float]:
+        if mirror == AVERAGE:
+            return average_row(self.gavel, self.types)
+        ref = k if self.gavel.has(mirror, k) else 1
+        if not self.gavel.has(mirror, ref):
+            return {}
+        row = self.gavel.rates[(mirror, ref)]
+        best = max((row.get(t, 0.0) for t in self.types), default=0.0)
+        return {t: row[t] / best for t in self.types if t in row and best > 0 and row[t] > 0}
 
 
-def speed_factor(gavel: ThroughputTable, job_type: str, k: int, gpu_type: str, types: Iterable[str]) -> float:
-    """Relative speed in (0, 1] of ``gpu_type`` among ``types`` for ``job_type`` on ``k`` GPUs.
-
-    1.0 for the fastest type (and for types Gavel's table does not know).
-    """
-    row = _mirror_row(gavel, workloads.get(job_type).mirrors, k)
-    if row is None or gpu_type not in row:
-        return 1.0
-    best = max((row.get(t, 0.0) for t in types), default=0.0)
-    return row[gpu_type] / best if best > 0 else 1.0
-
-
-def speed_factors(gavel: ThroughputTable, job_types: Iterable[str], cluster: Cluster,
-                  scale_factors: Iterable[int] = (1, 2, 4, 8)) -> dict[tuple[str, int, str], float]:
-    """``(job_type, k, gpu_type) -> factor`` for every combination the run may need."""
-    ks = tuple(scale_factors)
-    return {(jt, k, t): speed_factor(gavel, jt, k, t, cluster.gpu_types)
-            for jt in job_types for k in ks for t in cluster.gpu_types}
-
-
-def prior_table(native_rates: Mapping[str, float], cluster: Cluster, gavel: ThroughputTable,
-                factors: Mapping[tuple[str, int, str], float] | None = None,
-                scale_factors: Iterable[int] = (1, 2, 4, 8), dp_efficiency: float = 0.9) -> ThroughputTable:
-    """The scheduler's starting table for real workloads.
-
-    ``native_rates[job_type]``: measured steps/s of one worker at full CPU
-    speed. Entry for k GPUs of type t: ``k * native * f(t) * eff^(k>1)`` in
-    Gavel's units (a k-GPU iteration is k steps), ``f`` from ``factors``
-    (the emulated speeds, dilation included) or else Gavel's ratios. Only
-    the k values Gavel has for the mirrored model are listed.
-    """
-    rates: dict[tuple[str, int], dict[str, float]] = {}
-    for jt, native in native_rates.items():
-        mirrors = workloads.get(jt).mirrors
-        for k in scale_factors:
-            if not gavel.has(mirrors, k):
-                continue
-            eff = dp_efficiency if k > 1 else 1.0
-            rates[(jt, k)] = {t: k * native * eff * _factor(factors, gavel, jt, k, t, cluster) for t in cluster.gpu_types}
-    return ThroughputTable(rates, source="runtime prior (calibrated x Gavel ratios)")
-
-
-def _factor(factors: Mapping[tuple[str, int, str], float] | None, gavel: ThroughputTable, jt: str, k: int, t: str,
-            cluster: Cluster) -> float:
-    if factors is not None and (jt, k, t) in factors:
-        return factors[(jt, k, t)]
-    return speed_factor(gavel, jt, k, t, cluster.gpu_types)
+def average_row(gavel: ThroughputTable, types: Sequence[str]) -> dict[str, float]:
+    """Per type: the geometric mean over Gavel's models (on one GPU) of their rate relative to their fastest
+    type among ``types``, renormalized so the fastest type is 1.0; used for every GPU count. On V100, P100
+    and K80 with the bundled table: 1.0, 0.943, 0.297."""
+    logs: dict[str, list[float]] = {t: [] for t in types}
+    for jt in gavel.job_types:
+        if not gavel.has(jt, 1):
+            continue
+        row = gavel.rates[(jt, 1)]
+        if not all(row.get(t, 0.0) > 0 for t in types):
+            continue
+        best = max(row[t] for t in types)
+        for t in types:
+            logs[t].append(math.log(row[t] / best))
+    means = {t: math.exp(sum(v) / len(v)) for t, v in logs.items() if v}
+    top = max(means.values(), default=1.0)
+    return {t: m / top for t, m in means.items()}

@@ -1,25 +1,26 @@
 """Assemble and run real training: the library entry point behind ``hadar run``.
 
-Same Engine, policy, planner and ledger as ``hadar.sim.run.simulate``; only
-the executor (``RayExecutor``) and the clock (``WallClock``) differ.
+Same Engine, policy, planner and ledger as ``hadar.sim.run.simulate``; only the executor
+(``RayExecutor``) and the clock (``WallClock``) differ. Every job is a ``train(ctx)``
+function (``hadar.job``): a job file's bundled ``job_type`` is resolved into one first.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
+import math
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hadar.build import policy_for_run, wire
-from hadar.clock import WallClock, elapsed_s
+from hadar.clock import WallClock
 from hadar.engine import RunStats
 from hadar.errors import InputError
+from hadar.job.entrypoint import check as check_entrypoint
 from hadar.mechanism.admission import validate_jobs
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
@@ -28,56 +29,82 @@ from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
-from hadar.runtime import aggregate, emulation, session, workloads
-from hadar.runtime.executor import JobProgress, RayExecutor, RoundStats
+from hadar.runtime import aggregate, emulation, outputs, session, workloads
+from hadar.runtime.executor import RayExecutor, RoundStats
 from hadar.runtime.nodes import NodeWatcher
 from hadar.runtime.pool import WorkerPool
+from hadar.runtime.progress import JobProgress
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.sources import Workload
 
 log = logging.getLogger(__name__)
 RESOLVE_ON_CHANGE = 0.25  # re-solve when a measured rate moves this much (relative) from what the policy saw
+MAX_ARRIVAL_S = 86_400.0  # hadar run waits for arrivals in real time: at most a day
 
 
 @dataclass(slots=True)
 class RuntimeResult:
     summary: dict[str, Any]
     rows: list[JobRow]
-    quality: dict[int, JobProgress]
-    measured: ThroughputTable  # moving averages: the policies' final view
+    quality: dict[int, JobProgress]  # the runtime's record of every job: metrics, failures, checkpoint, log
+    measured: ThroughputTable  # moving averages and estimates: the policies' final view
     measured_mean: ThroughputTable  # whole-run means (what a simulation of this run should use)
-    prior: ThroughputTable
+    prior: ThroughputTable  # the table the run started from (estimates, or what --throughputs gave)
     rounds: list[RoundStats]
     stats: RunStats
     events: list[dict[str, Any]] = field(default_factory=list)
+    throughputs: list[dict[str, Any]] = field(default_factory=list)  # the final table, entry by entry, with kinds
 
 
-def resolve_jobs(jobs: list[Job]) -> list[Job]:
-    """Map job-type aliases (``resnet``, ``lstm``, ...) to registered workload names."""
-    return [dataclasses.replace(j, job_type=workloads.resolve(j.job_type)) for j in jobs]
+def prepare_jobs(jobs: Sequence[Job], *, max_arrival_s: float | None = MAX_ARRIVAL_S) -> list[Job]:
+    """The jobs as the runtime runs them, checked before anything starts (``InputError`` naming the problem):
+    bundled job types resolved into entrypoints, every entrypoint found without running it, ``emulate_as``
+    rows known, jobs sharing a name (their throughput key) identical, arrivals within ``max_arrival_s``."""
+    ratios = emulation.SpeedRatios(ThroughputTable.load(), ())
+    out: list[Job] = []
+    seen: dict[str, Job] = {}
+    for job in jobs:
+        job = workloads.resolve_job(job)
+        assert job.train is not None
+        where = job.origin or f"job {job.job_id}"
+        if max_arrival_s is not None and job.arrival_s > max_arrival_s:
+            raise InputError(f"{where}: arrival_s {job.arrival_s:g} is more than {max_arrival_s:g} s away; hadar run "
+                             "waits for arrivals in real time")
+        try:
+            check_entrypoint(job.train.entrypoint, job.train.search_path)
+        except InputError as e:
+            raise InputError(f"{where}: {e}") from None
+        ratios.check(job.train.emulate_as, where)
+        other = seen.setdefault(job.job_type, job)
+        if _identity(other) != _identity(job):
+            raise InputError(f"{where}: another job is named {job.train.name!r} with a different entrypoint, args or "
+                             "emulate_as; jobs of one name share throughput measurements: give them distinct names")
+        out.append(job)
+    return out
 
 
-def calibrate(job_types: list[str], seconds: float = 0.3) -> dict[str, float]:
-    """Native steps/s of one single-threaded worker per job type (measured here, in this process)."""
-    import torch
+def _identity(job: Job) -> tuple[str, str, str]:
+    assert job.train is not None
+    return job.train.entrypoint, job.train.args_json, job.train.emulate_as
 
-    torch.set_num_threads(1)
-    rates = {}
-    for jt in job_types:
-        wl = workloads.get(jt)
-        state = wl.new_state(seed=0)
-        for _ in range(3):
-            wl.train_step(state, 0, 1, 0)
-        n, t0 = 0, elapsed_s()
-        while elapsed_s(t0) < seconds:
-            wl.train_step(state, 0, 1, 0)
-            n += 1
-        rates[jt] = n / elapsed_s(t0)
-    return rates
+
+def check_writable(folder: Path, what: str) -> Path:
+    """Create ``folder`` if needed and check a file can be written there; ``InputError`` naming ``what`` if not."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{what} {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".hadar-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise InputError(f"{what} {folder} is not writable: {e.strerror or e}") from None
+    return folder
 
 
 def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round_s: float = 10.0,
-        address: str | None = None, seed: int = 0, checkpoint_dir: Path | None = None,
+        address: str | None = None, seed: int = 0, checkpoint_dir: Path | None = None, log_dir: Path | None = None,
         throughputs: ThroughputTable | None = None, dashboard_host: str | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None, on_progress: Callable[[int], None] | None = None,
         on_dispatch: Callable[[int, RoundPlan], None] | None = None, on_pool: Callable[[WorkerPool], None] | None = None,
@@ -85,48 +112,42 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         profiles: Mapping[str, PolicySpec] | None = None) -> RuntimeResult:
     """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds).
 
-    ``dilation`` (emulation only): stretch every step this much on top of
-    the GPU type's speed factor; default ``GPUs / cores`` (at least 1), so
-    the emulated workers never need more CPU than the machine has.
+    ``dilation`` (emulation only): stretch every step this much on top of the GPU type's speed factor;
+    default ``GPUs / cores`` (at least 1), so the emulated workers never need more CPU than the machine has.
     ``fork_optimizer`` (HadarE): the merged optimizer state of a forked job is the ``largest`` copy's
-    (most samples) or the copies' ``average``.
+    (most steps) or the copies' ``average``. ``log_dir``: one log per job (output, warnings, tracebacks).
     """
-    if round_s <= 0:
-        raise InputError(f"round length must be positive, got {round_s}")
+    _check_options(round_s, fork_optimizer, dilation)
     if not jobs:
         raise InputError("no jobs to run")
-    if fork_optimizer not in aggregate.OPTIMIZER_POLICIES:
-        raise InputError(f"fork optimizer policy must be one of {', '.join(aggregate.OPTIMIZER_POLICIES)}, "
-                         f"got {fork_optimizer!r}")
-    jobs = resolve_jobs(jobs)
+    jobs = prepare_jobs(jobs)
+    ckpt = check_writable(checkpoint_dir or Path(tempfile.mkdtemp(prefix="hadar-ckpt-")), "checkpoint folder")
+    if log_dir is not None:
+        check_writable(log_dir, "log folder")
     run_policy = policy_for_run(policy, seed=seed, profiles=profiles)
     pol = run_policy.policy
-    spans = pol.traits.spans_types
     if cluster is not None:  # reject impossible jobs before starting anything
-        validate_jobs(jobs, cluster, throughputs or _shape_table(jobs, cluster), spans_types=spans)
-    if address is None:
-        if cluster is None:
-            raise InputError("a local (emulated) run needs a cluster")
-        sess = session.start_local(cluster, dashboard_host=dashboard_host)
-    else:
-        sess = session.connect(address, cluster)
+        validate_jobs(jobs, cluster, _shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
+    sess = _session(cluster, address, dashboard_host)
     cluster = sess.cluster
     events: list[dict[str, Any]] = []
     emit = _tee(events, on_event)
     pool = WorkerPool(cluster, sess.pins)
     try:
-        dil, factors, prior = _speeds(jobs, sess, throughputs, dilation)
-        validate_jobs(jobs, cluster, prior, spans_types=spans)
+        validate_jobs(jobs, cluster, _shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
+        dil = (dilation or emulation.dilation(cluster.num_gpus, os.cpu_count() or 1)) if sess.emulated else None
         pool.start()
         if on_pool is not None:
             on_pool(pool)
         clock = WallClock()  # t = 0 once every worker is up
-        tracker = ThroughputTracker(prior)
-        executor = RayExecutor(cluster, pool, clock, checkpoint_dir=checkpoint_dir or Path(tempfile.mkdtemp(
-            prefix="hadar-ckpt-")), speed=(lambda jt, k, t: factors.get((jt, k, t), 1.0)) if factors else None,
-            tracker=tracker, on_event=emit, on_dispatch=on_dispatch,
-            grace_s=grace_s, seed=seed, fork_optimizer=fork_optimizer)
+        executor = RayExecutor(cluster, pool, clock, checkpoint_dir=ckpt, log_dir=log_dir,
+                               ratios=emulation.SpeedRatios(ThroughputTable.load(), cluster.gpu_types), dilation=dil,
+                               given=throughputs, on_event=emit, on_dispatch=on_dispatch, grace_s=grace_s, seed=seed,
+                               fork_optimizer=fork_optimizer)
         executor.nodes = NodeWatcher(pool, joins=address is not None)  # dead nodes leave the view, new ones join
+        for job in jobs:
+            executor.register(job)
+        prior = executor.tracker.table()
         engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=round_s, seed=seed, on_event=emit,
                               on_progress=on_progress)
         executor.on_table = lambda t: ledger.update_table(t, resolve_if_moved=RESOLVE_ON_CHANGE)  # measured rates
@@ -137,28 +158,36 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
             session.shutdown()
     rows = job_rows(ledger)
     summary = summarize(ledger, rows, policy=run_policy.label, wall_s=stats.wall_s)
-    summary.update(_runtime_summary(stats, executor, pool, sess, round_s))
-    summary["emulation_dilation"] = dil
-    return RuntimeResult(summary, rows, executor.jobs, tracker.table(), tracker.mean_table(), prior, executor.rounds,
-                         stats, events)
+    summary.update(outputs.runtime_summary(stats, executor, ledger, pool.replaced, round_s))
+    summary.update(emulated=sess.emulated, ray_auth=sess.auth, emulation_dilation=dil or 1.0)
+    return RuntimeResult(summary, rows, executor.jobs, executor.tracker.table(), executor.tracker.mean_table(), prior,
+                         executor.rounds, stats, events, executor.tracker.entries())
 
 
-def _shape_table(jobs: list[Job], cluster: Cluster) -> ThroughputTable:
-    """A table with the right keys (job type, GPU count) and dummy rates: enough to validate jobs."""
-    return emulation.prior_table({jt: 1.0 for jt in {j.job_type for j in jobs}}, cluster, ThroughputTable.load())
+def _check_options(round_s: float, fork_optimizer: str, dilation: float | None) -> None:
+    if not (math.isfinite(round_s) and round_s > 0):
+        raise InputError(f"round length must be a positive number of seconds, got {round_s}")
+    if fork_optimizer not in aggregate.OPTIMIZER_POLICIES:
+        raise InputError(f"fork optimizer policy must be one of {', '.join(aggregate.OPTIMIZER_POLICIES)}, "
+                         f"got {fork_optimizer!r}")
+    if dilation is not None and not (math.isfinite(dilation) and dilation >= 1):
+        raise InputError(f"dilation must be a number >= 1, got {dilation}")
 
 
-def _speeds(jobs: list[Job], sess: session.RaySession, throughputs: ThroughputTable | None,
-            dilation: float | None) -> tuple[float, dict[tuple[str, int, str], float], ThroughputTable]:
-    """(dilation, emulated speed factors, the scheduler's starting table)."""
-    gavel = ThroughputTable.load()
-    job_types = sorted({j.job_type for j in jobs})
-    cluster = sess.cluster
-    if not sess.emulated:
-        return 1.0, {}, throughputs or emulation.prior_table(calibrate(job_types), cluster, gavel)
-    dil = dilation or emulation.dilation(cluster.num_gpus, os.cpu_count() or 1)
-    factors = {key: f / dil for key, f in emulation.speed_factors(gavel, job_types, cluster).items()}
-    return dil, factors, throughputs or emulation.prior_table(calibrate(job_types), cluster, gavel, factors)
+def _session(cluster: Cluster | None, address: str | None, dashboard_host: str | None) -> session.RaySession:
+    if address is not None:
+        return session.connect(address, cluster)
+    if cluster is None:
+        raise InputError("a local (emulated) run needs a cluster")
+    return session.start_local(cluster, dashboard_host=dashboard_host)
+
+
+def _shape_table(jobs: Sequence[Job], cluster: Cluster) -> ThroughputTable:
+    """A table with every job's row (job type, GPU count), all rates positive: enough to check that jobs fit."""
+    tracker = ThroughputTracker(cluster.gpu_types)
+    for job in jobs:
+        tracker.add(job.job_type, job.scale_factor)
+    return tracker.table()
 
 
 def _tee(events: list[dict[str, Any]], extra: Callable[[dict[str, Any]], None] | None) -> Callable[[dict[str, Any]], None]:
@@ -170,72 +199,13 @@ def _tee(events: list[dict[str, Any]], extra: Callable[[dict[str, Any]], None] |
     return emit
 
 
-def _runtime_summary(stats: RunStats, executor: RayExecutor, pool: WorkerPool, sess: session.RaySession,
-                     round_s: float) -> dict[str, Any]:
-    rounds = executor.rounds
-    n = max(1, len(rounds))
-    decision = sum(stats.per_round_decision_s) / max(1, len(stats.per_round_decision_s))  # re-solves included
-    dispatch = sum(r.dispatch_s for r in rounds) / n
-    restore = sum(r.restore_s for r in rounds) / n
-    save = sum(r.save_s for r in rounds) / n
-    better = [q for q in executor.jobs.values() if q.final is not None and q.initial is not None]
-    return {
-        "round_s": round_s,
-        "decision_s_per_round": decision,
-        "dispatch_s_per_round": dispatch,
-        "restore_s_per_round": restore,
-        "checkpoint_s_per_round": save,
-        "overhead_fraction": (decision + dispatch + restore + save) / round_s,
-        "failed_leases": sum(r.failed for r in rounds),
-        "worker_replacements": pool.replaced,
-        "leases_continued_in_memory": sum(r.continued for r in rounds),
-        "merge_s_per_round": sum(r.merge_s for r in rounds) / n,
-        "forked_job_rounds": sum(r.forked_jobs for r in rounds),
-        "jobs_improved": sum(1 for q in better if (q.final > q.initial if q.higher_is_better else q.final < q.initial)),
-        "emulated": sess.emulated,
-        "ray_auth": sess.auth,
-    }
+def resolve_jobs(jobs: list[Job]) -> list[Job]:
+    """Bundled job types (``resnet``, ``lstm``, ...) resolved into their entrypoint jobs."""
+    return [workloads.resolve_job(j) for j in jobs]
 
 
-def quality_rows(result: RuntimeResult) -> list[dict[str, Any]]:
-    """Per job: its final model quality next to the untrained value, and its checkpoint."""
-    out = []
-    for row in result.rows:
-        q = result.quality.get(row.job_id)
-        out.append({"job_id": row.job_id, "job_type": row.job_type, "metric": q.metric if q else "",
-                    "initial": q.initial if q else None, "final": q.final if q else None,
-                    "restores": q.restores if q else 0, "failures": q.failures if q else 0,
-                    "checkpoint": str(q.checkpoint) if q else ""})
-    return out
-
-
-def write_outputs(result: RuntimeResult, out: Path) -> None:
-    """summary.json, jobs.csv (simulate's columns + model quality), events.jsonl, and throughputs.json
-    (the measured whole-run mean steps/s, in Gavel's format: ``hadar simulate --throughputs`` reads it)."""
-    import csv
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
-    quality = {q["job_id"]: q for q in quality_rows(result)}
-    extra = ["metric", "initial", "final", "restores", "failures", "checkpoint"]
-    with (out / "jobs.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow([fl.name for fl in dataclasses.fields(JobRow)] + [f"quality_{k}" if k in ("initial", "final")
-                                                                       else k for k in extra])
-        for row in result.rows:
-            q = quality[row.job_id]
-            w.writerow(["" if v is None else v for v in dataclasses.asdict(row).values()]
-                       + ["" if q[k] is None else q[k] for k in extra])
-    with (out / "events.jsonl").open("w") as f:
-        for e in result.events:
-            f.write(json.dumps(e) + "\n")
-    (out / "throughputs.json").write_text(json.dumps(to_gavel_json(result.measured_mean), indent=2) + "\n")
-
-
-def to_gavel_json(table: ThroughputTable) -> dict[str, dict[str, dict[str, float]]]:
-    """Gavel's nested format (``ThroughputTable.load`` reads it back): feed a simulation with what was measured."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    for (jt, k), row in table.rates.items():
-        for t, v in row.items():
-            out.setdefault(t, {})[f"('{jt}', {k})"] = {"null": v}
-    return out
+quality_rows = outputs.quality_rows
+write_outputs = outputs.write_outputs
+to_gavel_json = outputs.to_gavel_json
+__all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "resolve_jobs", "run",
+           "to_gavel_json", "write_outputs"]

@@ -1,38 +1,71 @@
-"""Measured throughputs: a moving average per (job type, GPU count, GPU type).
+"""Throughputs the runtime measures, and estimates for what it has not measured yet.
 
-The runtime feeds every lease's observed steps/s here; ``table()`` returns
-the scheduler's table with measured entries replaced, and the unmeasured
-types of a measured (job type, count) scaled by the mean correction
-(measured / prior) of the measured ones, so one observation also corrects
-the other types' estimates instead of leaving them optimistic.
+Every (job type, GPU count, GPU type) entry of the scheduler's table is one of:
+
+- ``measured``: a moving average of the steps/s leases of this run achieved there;
+- ``given``: from a table passed in (``hadar run --throughputs``, e.g. an earlier run's);
+- ``estimated``: predicted from everything measured or given so far, by a low-rank model
+  in the spirit of Gavel's matrix completion. In logs, a rate is
+  ``log X[j, k, t] = log prior[j, k, t] + a_j + b_t + c_k`` where the prior is
+  ``k x eff(k) x ratio_j(t)`` (``ratio_j``: the job's per-type speed ratios from Gavel's
+  table, its ``emulate_as`` row or the average row; ``eff``: 0.9 data-parallel efficiency
+  beyond one GPU), ``a_j`` is the job's own level (from its entries; the mean level of the
+  other jobs while it has none), ``b_t`` how much faster or slower type ``t`` runs than the
+  prior says, learned from every job measured on it, and ``c_k`` the same for GPU counts
+  (``b`` and ``c`` shrink to 0 when few entries inform them). So one measurement of a job
+  sets its level everywhere, and the other jobs' measurements correct its ratios.
+
+The policies always see a full table: every registered row, every type, all positive.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from hadar.model.throughput import ThroughputTable
 
 Key = tuple[str, int, str]
+Kind = Literal["measured", "given", "estimated"]
+Ratio = Callable[[str, int, str], float]
+SHRINK = 1.0  # pseudo-observations pulling a type's or a count's correction towards 0
+DEFAULT_RATE = 1.0  # steps/s per GPU on the fastest type assumed before anything is measured
 
 
 class ThroughputTracker:
-    """Exponential moving average (weight ``alpha`` on the newest observation)."""
+    """Moving averages (weight ``alpha`` on the newest lease) and the estimates around them."""
 
-    def __init__(self, prior: ThroughputTable, alpha: float = 0.5, min_seconds: float = 0.5) -> None:
+    def __init__(self, gpu_types: Sequence[str], *, ratio: Ratio | None = None, given: ThroughputTable | None = None,
+                 alpha: float = 0.5, min_seconds: float = 0.5, dp_efficiency: float = 0.9) -> None:
         if not 0 < alpha <= 1:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
-        self.prior = prior
-        self.alpha = alpha
-        self.min_seconds = min_seconds
+        self.types = tuple(gpu_types)
+        self.ratio: Ratio = ratio or (lambda jt, k, t: 1.0)
+        self.alpha, self.min_seconds, self.eff = alpha, min_seconds, dp_efficiency
+        self.rows: dict[tuple[str, int], None] = {}  # registered (job type, count), in order
+        self.given: dict[Key, float] = {}
         self.measured: dict[Key, float] = {}  # moving average: what the policies see
         self.samples: dict[Key, int] = {}
         self.totals: dict[Key, tuple[float, float]] = {}  # (steps, seconds) over the whole run
+        self._table: ThroughputTable | None = None
+        if given is not None:
+            for (jt, k), row in given.rates.items():
+                for t, v in row.items():
+                    if t in self.types and v > 0:
+                        self.given[(jt, k, t)] = float(v)
+
+    def add(self, job_type: str, k: int) -> None:
+        """Make sure the table has the row (``job_type``, ``k``)."""
+        if (job_type, k) not in self.rows:
+            self.rows[(job_type, k)] = None
+            self._table = None
 
     def observe(self, job_type: str, k: int, gpu_type: str, steps: float, seconds: float) -> bool:
         """Record one lease's rate; ignored when it ran too briefly to say anything. True if recorded."""
-        if seconds < self.min_seconds or steps <= 0:
+        if seconds < self.min_seconds or steps <= 0 or gpu_type not in self.types:
             return False
+        self.add(job_type, k)
         rate = steps / seconds
         key = (job_type, k, gpu_type)
         old = self.measured.get(key)
@@ -40,22 +73,69 @@ class ThroughputTracker:
         self.samples[key] = self.samples.get(key, 0) + 1
         s, t = self.totals.get(key, (0.0, 0.0))
         self.totals[key] = (s + steps, t + seconds)
+        self._table = None
         return True
 
+    def kind(self, job_type: str, k: int, gpu_type: str) -> Kind:
+        key = (job_type, k, gpu_type)
+        return "measured" if key in self.measured else "given" if key in self.given else "estimated"
+
+    def anchored(self, job_type: str) -> bool:
+        """Whether some entry of ``job_type`` is measured or given (its estimates then have a level)."""
+        return any(jt == job_type for jt, _, _ in self.measured) or any(jt == job_type for jt, _, _ in self.given)
+
     def table(self) -> ThroughputTable:
-        """The prior with the moving averages in (the scheduler's view)."""
-        return self._merge(self.measured, "runtime (measured moving average)")
+        """Every registered row on every type: moving averages, given entries, estimates (the scheduler's view)."""
+        if self._table is None:
+            self._table = self._build({**self.given, **self.measured}, "runtime (measured and estimated)")
+        return self._table
 
     def mean_table(self) -> ThroughputTable:
-        """The prior with whole-run means (total steps / total seconds) in: what the run saw on average."""
+        """As ``table`` with whole-run means (total steps / total seconds) for what was measured."""
         means = {k: s / t for k, (s, t) in self.totals.items() if t > 0}
-        return self._merge(means, "runtime (measured means)")
+        return self._build({**self.given, **means}, "runtime (measured means and estimates)")
 
-    def _merge(self, measured: dict[Key, float], source: str) -> ThroughputTable:
-        rates = {key: dict(v) for key, v in self.prior.rates.items()}
-        for (jt, k), row in rates.items():
-            ratios = [measured[(jt, k, t)] / p for t, p in row.items() if (jt, k, t) in measured and p > 0]
-            corr = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else 1.0
-            for t, p in row.items():
-                row[t] = measured.get((jt, k, t), p * corr)
+    def entries(self) -> list[dict[str, Any]]:
+        """The scheduler's table entry by entry, each marked measured, given or estimated."""
+        table = self.table()
+        return [{"job_type": jt, "gpus": k, "gpu_type": t, "steps_per_s": table.get(jt, k, t),
+                 "kind": self.kind(jt, k, t), "samples": self.samples.get((jt, k, t), 0)}
+                for jt, k in self.rows for t in self.types]
+
+    # ---- the estimator -----------------------------------------------------------------------
+    def prior(self, job_type: str, k: int, gpu_type: str) -> float:
+        return DEFAULT_RATE * k * (self.eff if k > 1 else 1.0) * max(self.ratio(job_type, k, gpu_type), 1e-6)
+
+    def _build(self, known: dict[Key, float], source: str) -> ThroughputTable:
+        level, b, c = self._fit(known)
+        typical = sum(level.values()) / len(level) if level else 0.0
+        rates: dict[tuple[str, int], dict[str, float]] = {}
+        for jt, k in self.rows:
+            row = rates.setdefault((jt, k), {})
+            for t in self.types:
+                v = known.get((jt, k, t))
+                row[t] = v if v is not None else self.prior(jt, k, t) * math.exp(
+                    level.get(jt, typical) + b.get(t, 0.0) + c.get(k, 0.0))
         return ThroughputTable(rates, source=source)
+
+    def _fit(self, known: dict[Key, float]) -> tuple[dict[str, float], dict[str, float], dict[int, float]]:
+        """Least squares of the log residuals against a_j + b_t + c_k (b, c shrunk), by alternating means."""
+        resid = {key: math.log(v) - math.log(self.prior(*key)) for key, v in known.items() if v > 0}
+        a: dict[str, float] = {}
+        b: dict[str, float] = {}
+        c: dict[int, float] = {}
+        for _ in range(25):
+            a = _means({(key[0], key): r - b.get(key[2], 0.0) - c.get(key[1], 0.0) for key, r in resid.items()}, 0.0)
+            b = _means({(key[2], key): r - a[key[0]] - c.get(key[1], 0.0) for key, r in resid.items()}, SHRINK)
+            c = _means({(key[1], key): r - a[key[0]] - b[key[2]] for key, r in resid.items()}, SHRINK)
+        return a, b, c
+
+
+def _means(values: dict[tuple[Any, Key], float], shrink: float) -> dict[Any, float]:
+    """Per group (the first part of each key): the sum of its values / (their number + ``shrink``)."""
+    sums: dict[Any, float] = {}
+    counts: dict[Any, int] = {}
+    for (group, _), v in values.items():
+        sums[group] = sums.get(group, 0.0) + v
+        counts[group] = counts.get(group, 0) + 1
+    return {g: total / (counts[g] + shrink) for g, total in sums.items()}

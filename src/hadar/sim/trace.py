@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import math
 from importlib import resources
 from pathlib import Path
 
 import yaml
 
 from hadar.errors import InputError
+from hadar.job.spec import TRAIN_FIELDS, job_fields
 from hadar.model.job import Job
 
 GAVEL_COLUMNS = 10
@@ -91,6 +93,8 @@ def _number(text: str, name: str, where: str, integer: bool = False) -> float:
         value = float(text)
     except ValueError:
         raise InputError(f"{where}: {name} must be a number, got {text.strip()!r}") from None
+    if not math.isfinite(value):
+        raise InputError(f"{where}: {name} must be a finite number, got {text.strip()!r}")
     if integer and value != int(value):
         raise InputError(f"{where}: {name} must be an integer, got {text.strip()!r}")
     return int(value) if integer else value
@@ -109,21 +113,23 @@ def _job(job_id: int, job_type: str, sf: float, steps: float, arrival: float, we
 _FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight")
 
 
-def _from_record(rec: dict, where: str, job_id: int) -> Job:
+def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None) -> Job:
+    """One job of a CSV/YAML list: a ``job_type`` or an ``entrypoint`` (user function) job (``hadar.job.spec``)."""
     if not isinstance(rec, dict):
         raise InputError(f"{where}: each job must be a mapping with keys {', '.join(_FIELDS)}")
-    unknown = set(rec) - set(_FIELDS)
+    unknown = set(rec) - set(_FIELDS) - set(TRAIN_FIELDS)
     if unknown:
         raise InputError(f"{where}: unknown job field(s): {', '.join(sorted(unknown))}")
-    for key in ("job_type", "total_steps"):
-        if rec.get(key) in (None, ""):
-            raise InputError(f"{where}: missing {key}")
+    if rec.get("total_steps") in (None, ""):
+        raise InputError(f"{where}: missing total_steps")
+    job_type, scale, train = job_fields(rec, where, job_id, folder)
     num = {k: _number(str(rec.get(k, d)), k, where) for k, d in
-           (("scale_factor", 1), ("total_steps", 0), ("arrival_s", 0), ("priority_weight", 1))}
+           (("total_steps", 0), ("arrival_s", 0), ("priority_weight", 1))}
+    num["scale_factor"] = _number(str(scale), "gpus" if "gpus" in rec else "scale_factor", where)
     if num["scale_factor"] != int(num["scale_factor"]):
         raise InputError(f"{where}: scale_factor must be an integer")
-    return _job(job_id, str(rec["job_type"]).strip(), num["scale_factor"], num["total_steps"], num["arrival_s"],
-                num["priority_weight"], where)
+    return _job(job_id, job_type, num["scale_factor"], num["total_steps"], num["arrival_s"],
+                num["priority_weight"], where, train=train)
 
 
 def _sorted(jobs: list[Job]) -> list[Job]:
@@ -135,9 +141,9 @@ def _sorted(jobs: list[Job]) -> list[Job]:
 def _read_csv(p: Path) -> list[Job]:
     with p.open(newline="") as f:
         reader = csv.DictReader(f)
-        if reader.fieldnames is None or "job_type" not in reader.fieldnames:
-            raise InputError(f"{p.name}: CSV needs a header with at least job_type,total_steps")
-        jobs = [_from_record({k: v for k, v in row.items() if v not in (None, "")}, f"{p.name}:{n}", n - 2)
+        if reader.fieldnames is None or not {"job_type", "entrypoint"} & set(reader.fieldnames):
+            raise InputError(f"{p.name}: CSV needs a header with at least job_type (or entrypoint),total_steps")
+        jobs = [_from_record({k: v for k, v in row.items() if v not in (None, "")}, f"{p.name}:{n}", n - 2, p.parent)
                 for n, row in enumerate(reader, start=2)]
     return _sorted(jobs)
 
@@ -151,4 +157,4 @@ def _read_yaml(p: Path) -> list[Job]:
         data = data.get("jobs")
     if not isinstance(data, list):
         raise InputError(f"{p.name}: expected a list of jobs (or a mapping with a 'jobs' list)")
-    return _sorted([_from_record(rec, f"{p.name}: job {i}", i) for i, rec in enumerate(data)])
+    return _sorted([_from_record(rec, f"{p.name}: job {i}", i, p.parent) for i, rec in enumerate(data)])

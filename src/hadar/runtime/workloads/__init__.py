@@ -1,21 +1,31 @@
-"""Registry of real workloads (job types ``hadar run`` can train).
+"""The bundled workloads: four small models written on the job API (``hadar.job``), runnable by alias.
 
-Each mirrors one of Gavel's model families; the emulation takes its
-per-GPU-type speed ratios from the ``mirrors`` row of Gavel's table.
+A job file's ``job_type: resnet`` (or the full name) is shorthand for the entrypoint job
+``entrypoint: hadar.runtime.workloads.image:train`` with that workload's throughput key,
+quality metric and emulated speed ratios (``emulate_as``: the Gavel model it mirrors).
+``resolve_job`` turns it into that spec; nothing else in the runtime knows these workloads.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from hadar.errors import InputError
-from hadar.runtime.workloads.base import TrainState, Workload
+from hadar.model.job import Job, TrainSpec
+from hadar.runtime.workloads.base import Workload
 from hadar.runtime.workloads.image import DigitsResNet
 from hadar.runtime.workloads.language import LstmLM, TinyTransformer
 from hadar.runtime.workloads.recommendation import Recoder
 
-_REGISTRY: dict[str, type[Workload]] = {w.name: w for w in (DigitsResNet, LstmLM, TinyTransformer, Recoder)}
+#: registered name -> (workload class, entrypoint of its train function)
+_REGISTRY: dict[str, tuple[type[Workload], str]] = {
+    DigitsResNet.name: (DigitsResNet, "hadar.runtime.workloads.image:train"),
+    LstmLM.name: (LstmLM, "hadar.runtime.workloads.language:train_lstm"),
+    TinyTransformer.name: (TinyTransformer, "hadar.runtime.workloads.language:train_transformer"),
+    Recoder.name: (Recoder, "hadar.runtime.workloads.recommendation:train"),
+}
 #: short aliases accepted in job files
-ALIASES = {"resnet": DigitsResNet.name, "lstm": LstmLM.name, "transformer": TinyTransformer.name,
-           "recoder": Recoder.name}
+ALIASES = {cls.alias: name for name, (cls, _) in _REGISTRY.items()}
 
 
 def names() -> tuple[str, ...]:
@@ -27,12 +37,35 @@ def resolve(job_type: str) -> str:
     name = ALIASES.get(job_type.strip().lower(), job_type)
     if name not in _REGISTRY:
         raise InputError(f"unknown runtime job type {job_type!r}; known: {', '.join(_REGISTRY)} "
-                         f"(aliases: {', '.join(ALIASES)})")
+                         f"(aliases: {', '.join(ALIASES)}), or give an entrypoint")
     return name
 
 
 def get(job_type: str) -> Workload:
-    return _REGISTRY[resolve(job_type)]()
+    return _REGISTRY[resolve(job_type)][0]()
 
 
-__all__ = ["ALIASES", "TrainState", "Workload", "get", "names", "resolve"]
+def entrypoint(job_type: str) -> str:
+    return _REGISTRY[resolve(job_type)][1]
+
+
+def resolve_job(job: Job) -> Job:
+    """``job`` as the runtime runs it: a bundled ``job_type`` becomes its entrypoint spec (fields the job
+    file gave, such as ``max_failures`` or ``args``, kept); an entrypoint job passes unchanged, unless its
+    name (its throughput key) is taken by a bundled workload."""
+    spec = job.train
+    where = job.origin or f"job {job.job_id}"
+    if spec is not None and spec.entrypoint:
+        bundled = job.job_type in _REGISTRY and spec.entrypoint == _REGISTRY[job.job_type][1]  # resolved already
+        if not bundled and (spec.name in _REGISTRY or spec.name.lower() in ALIASES):
+            raise InputError(f"{where}: the name {spec.name!r} belongs to a bundled workload; choose another")
+        return job
+    name = resolve(job.job_type)
+    wl = get(name)
+    base = spec or TrainSpec(entrypoint="")
+    full = dataclasses.replace(base, entrypoint=entrypoint(name), name=base.name or wl.alias,
+                               emulate_as=base.emulate_as or wl.mirrors, quality=base.quality or wl.quality)
+    return dataclasses.replace(job, job_type=name, train=full)
+
+
+__all__ = ["ALIASES", "Workload", "entrypoint", "get", "names", "resolve", "resolve_job"]

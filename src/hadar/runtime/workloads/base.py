@@ -1,32 +1,27 @@
-"""The contract every real workload implements (torch imported by subclasses only).
+"""The bundled workloads: small models written against the job API (``hadar.job``), like any user job.
 
-A workload is a small model + a data set with learnable structure + a
-held-out metric. Everything is a deterministic function of ``seed``: every
-worker of a data-parallel job builds the same initial model and data, and
-rank ``r`` of ``w`` reads a disjoint slice of each global batch.
+A workload is a model + a data set with learnable structure + a held-out metric; its
+``train(ctx)`` (``train_workload``) is an ordinary job function: it builds the model from
+``ctx.seed``, resumes from ``ctx.load_state()``, wraps the model with
+``ctx.data_parallel``, trains one global batch per item of ``ctx.steps()`` (this rank reads
+slice ``ctx.shard_index`` of ``ctx.num_shards`` of each), reports its loss and its held-out
+metric (once untrained, once when the job is done) and saves ``{"model", "optimizer"}``.
+Everything is a deterministic function of the seed: every rank builds the same model and data.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 from typing import Any, ClassVar
 
-
-@dataclass(slots=True)
-class TrainState:
-    """A job's live training state inside one worker (model, optimizer, data)."""
-
-    model: Any
-    optimizer: Any
-    train: Any  # tensors (or tuple of tensors), first dim = examples
-    test: Any
-    iteration: int = 0  # synchronous iterations done (a k-GPU iteration = k throughput-table steps)
+from hadar.job import Context
 
 
 class Workload:
-    """Base class: subclasses set the class attributes and implement the four hooks."""
+    """Base class: subclasses set the class attributes and implement the four hooks (torch imported lazily)."""
 
     name: ClassVar[str]  # the job type: a key of the runtime's throughput table
+    alias: ClassVar[str]  # the short name job files use
     family: ClassVar[str]  # image, lstm-lm, transformer, recommendation
     mirrors: ClassVar[str]  # the Gavel job type whose per-GPU-type ratios the emulation uses
     batch_size: ClassVar[int]  # per-worker batch (Gavel's "batch size")
@@ -56,44 +51,63 @@ class Workload:
         raise NotImplementedError
 
     # ---- shared machinery --------------------------------------------------
-    def new_state(self, seed: int, data: tuple[Any, Any] | None = None, device: str = "cpu") -> TrainState:
-        """Fresh model + optimizer on ``device``; ``data`` (from ``make_data``) is moved there too."""
+    @property
+    def quality(self) -> str:
+        """The job-file ``quality`` of this workload: its metric, ``-``-prefixed when lower is better."""
+        return self.metric if self.higher_is_better else "-" + self.metric
+
+    def batch(self, train: Any, iteration: int, shard: int, shards: int, seed: int) -> Any:
+        """Slice ``shard`` of ``shards`` of global batch number ``iteration`` (epoch-wise shuffles)."""
         import torch
 
-        model = self.build_model(seed).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=self.lr)
-        train, test = data if data is not None else self.make_data(seed)
-        return TrainState(model, opt, _to(train, device), _to(test, device))
-
-    def batch(self, state: TrainState, rank: int, world: int, seed: int) -> Any:
-        """Rank ``rank``'s slice of global batch number ``state.iteration`` (epoch-wise shuffles)."""
-        import torch
-
-        data = state.train if isinstance(state.train, tuple) else (state.train,)
+        data = train if isinstance(train, tuple) else (train,)
         n = data[0].shape[0]
-        per_epoch = max(1, n // (self.batch_size * world))
-        epoch, pos = divmod(state.iteration, per_epoch)
+        per_epoch = max(1, n // (self.batch_size * shards))
+        epoch, pos = divmod(iteration, per_epoch)
         g = torch.Generator().manual_seed(seed * 100_003 + epoch)
         perm = torch.randperm(n, generator=g)
-        start = (pos * world + rank) * self.batch_size
+        start = (pos * shards + shard) * self.batch_size
         idx = perm[start:start + self.batch_size].to(data[0].device)
         out = tuple(t[idx] for t in data)
-        return out if isinstance(state.train, tuple) else out[0]
-
-    def train_step(self, state: TrainState, rank: int, world: int, seed: int, allreduce: Any = None) -> float:
-        """One synchronous iteration: forward, backward, gradient all-reduce (if given), update."""
-        state.model.train()
-        state.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss(state.model, self.batch(state, rank, world, seed))
-        loss.backward()
-        if allreduce is not None:
-            allreduce(state.model)
-        state.optimizer.step()
-        state.iteration += 1
-        return float(loss.detach())
+        return out if isinstance(train, tuple) else out[0]
 
     def better(self, new: float, old: float) -> bool:
         return new > old if self.higher_is_better else new < old
+
+
+@functools.lru_cache(maxsize=8)
+def _data(cls: type[Workload], seed: int, device: str) -> tuple[Any, Any]:
+    """A worker builds each data set once (per seed and device) and keeps it for later leases."""
+    train, test = cls().make_data(seed)
+    return _to(train, device), _to(test, device)
+
+
+def train_workload(wl: Workload, ctx: Context) -> None:
+    """The bundled workloads' ``train(ctx)``: the job API, nothing else."""
+    import torch
+
+    model = wl.build_model(ctx.seed).to(ctx.device)
+    opt = torch.optim.Adam(model.parameters(), lr=float(ctx.args.get("lr", wl.lr)))
+    train, test = _data(type(wl), ctx.seed, ctx.device)
+    state = ctx.load_state()
+    if state is None:
+        ctx.report(**{wl.metric: wl.evaluate(model, test)})  # untrained: the first value is the baseline
+    else:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+    net = ctx.data_parallel(model)
+    loss = None
+    for step in ctx.steps():
+        net.train()
+        opt.zero_grad(set_to_none=True)
+        loss = wl.loss(net, wl.batch(train, step, ctx.shard_index, ctx.num_shards, ctx.seed))
+        loss.backward()
+        opt.step()
+    if loss is not None:
+        ctx.report(loss=float(loss.detach()))
+    if ctx.finished and ctx.rank == 0:
+        ctx.report(**{wl.metric: wl.evaluate(model, test)})
+    ctx.save_state({"model": model.state_dict(), "optimizer": opt.state_dict()})
 
 
 def _to(data: Any, device: str) -> Any:

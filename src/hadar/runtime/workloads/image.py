@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hadar.runtime.workloads.base import Workload
+from hadar.job import Context
+from hadar.runtime.workloads.base import Workload, train_workload
 
 
 def _block(torch: Any, cin: int, cout: int, stride: int) -> Any:
@@ -31,6 +32,7 @@ class DigitsResNet(Workload):
     """ResNet-style CNN (stem + 3 residual blocks) on 1,797 8x8 digits; metric: test accuracy."""
 
     name = "ResNet (digits, batch size 32)"
+    alias = "resnet"
     family = "image"
     mirrors = "ResNet-18 (batch size 32)"
     batch_size = 32
@@ -71,3 +73,8 @@ class DigitsResNet(Workload):
         model.eval()
         with torch.no_grad():
             return float((model(x).argmax(1) == y).float().mean())
+
+
+def train(ctx: Context) -> None:
+    """The ``resnet`` job: ``entrypoint: hadar.runtime.workloads.image:train``."""
+    train_workload(DigitsResNet(), ctx)

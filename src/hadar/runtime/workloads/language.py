@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hadar.runtime.workloads.base import Workload
+from hadar.job import Context
+from hadar.runtime.workloads.base import Workload, train_workload
 
 VOCAB = 48
 SEQ_LEN = 33  # 32 predictions per sequence
@@ -64,6 +65,7 @@ class LstmLM(_LM):
     """2-layer LSTM language model (Gavel's LM family)."""
 
     name = "LSTM-LM (batch size 20)"
+    alias = "lstm"
     family = "lstm-lm"
     mirrors = "LM (batch size 20)"
     batch_size = 20
@@ -88,6 +90,7 @@ class TinyTransformer(_LM):
     """2-layer causal Transformer language model (Gavel's Transformer family)."""
 
     name = "Transformer (batch size 16)"
+    alias = "transformer"
     family = "transformer"
     mirrors = "Transformer (batch size 16)"
     batch_size = 16
@@ -114,3 +117,13 @@ class TinyTransformer(_LM):
                 return self.out(self.enc(h, mask=self.mask[:n, :n], is_causal=True))
 
         return Net()
+
+
+def train_lstm(ctx: Context) -> None:
+    """The ``lstm`` job: ``entrypoint: hadar.runtime.workloads.language:train_lstm``."""
+    train_workload(LstmLM(), ctx)
+
+
+def train_transformer(ctx: Context) -> None:
+    """The ``transformer`` job: ``entrypoint: hadar.runtime.workloads.language:train_transformer``."""
+    train_workload(TinyTransformer(), ctx)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from hadar.runtime.workloads.base import Workload
+from hadar.job import Context
+from hadar.runtime.workloads.base import Workload, train_workload
 
 USERS, TEST_USERS, ITEMS, RANK, PER_USER = 2048, 256, 200, 6, 24
 
 
 class Recoder(Workload):
     name = "Recoder (batch size 64)"
+    alias = "recoder"
     family = "recommendation"
     mirrors = "Recommendation (batch size 512)"
     batch_size = 64
@@ -61,3 +63,8 @@ class Recoder(Workload):
             top = scores.topk(10, dim=1).indices
             hits = hidden.gather(1, top).sum(1)
             return float((hits / hidden.sum(1).clamp(min=1)).mean())
+
+
+def train(ctx: Context) -> None:
+    """The ``recoder`` job: ``entrypoint: hadar.runtime.workloads.recommendation:train``."""
+    train_workload(Recoder(), ctx)
