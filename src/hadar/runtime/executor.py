@@ -153,10 +153,13 @@ class RayExecutor:
         return RoundReport(plan.start_s, max(end, plan.start_s), tuple(results))
 
     def cluster_view(self) -> Cluster | None:
-        """Node changes seen on the Ray cluster (None: none, or no node watcher set)."""
+        """Node changes seen on the Ray cluster (None: none, or no node watcher set). A node of a GPU type
+        the cluster did not have adds that type to the tracker's table (estimated until measured)."""
         view = self.nodes.poll() if self.nodes is not None else None
         if view is not None:
-            self.cluster = view
+            self.cluster = self.book.cluster = view
+            if self.tracker.add_types(view.gpu_types) and self.on_table is not None:
+                self.on_table(self.tracker.table())
         return view
 
     def estimate_rate(self, lease: Lease) -> float | None:

@@ -63,6 +63,7 @@ def prepare_jobs(jobs: Sequence[Job], *, max_arrival_s: float | None = MAX_ARRIV
     ratios = emulation.SpeedRatios(ThroughputTable.load(), ())
     out: list[Job] = []
     seen: dict[str, Job] = {}
+    checked: set[tuple[str, tuple[str, ...]]] = set()  # each entrypoint is read once, however many jobs name it
     for job in jobs:
         job = workloads.resolve_job(job)
         assert job.train is not None
@@ -70,10 +71,12 @@ def prepare_jobs(jobs: Sequence[Job], *, max_arrival_s: float | None = MAX_ARRIV
         if max_arrival_s is not None and job.arrival_s > max_arrival_s:
             raise InputError(f"{where}: arrival_s {job.arrival_s:g} is more than {max_arrival_s:g} s away; hadar run "
                              "waits for arrivals in real time")
-        try:
-            check_entrypoint(job.train.entrypoint, job.train.search_path)
-        except InputError as e:
-            raise InputError(f"{where}: {e}") from None
+        if (job.train.entrypoint, job.train.search_path) not in checked:
+            try:
+                check_entrypoint(job.train.entrypoint, job.train.search_path)
+            except InputError as e:
+                raise InputError(f"{where}: {e}") from None
+            checked.add((job.train.entrypoint, job.train.search_path))
         ratios.check(job.train.emulate_as, where)
         other = seen.setdefault(job.job_type, job)
         if _identity(other) != _identity(job):
