@@ -22,7 +22,7 @@ import pytest
 
 from hadar.service.client import Client
 
-START_TIMEOUT_S = 240.0  # Ray start + worker actors + calibration, on a busy 2-core machine
+START_TIMEOUT_S = 240.0  # Ray start + worker actors, on a busy 2-core machine
 
 
 class Server:

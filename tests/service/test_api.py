@@ -85,6 +85,9 @@ BAD_FILES = [
     ("half-good.yaml", "jobs:\n  - {job_type: lstm, total_steps: 10}\n  - {job_type: lstm, total_steps: 0}\n", 400,
      "total steps must be positive"),
     ("jobs.txt", "lstm 10\n", 400, "unknown job file format"),
+    ("no-function.yaml", "jobs:\n  - {entrypoint: 'hadar.runtime.workloads.image:nope', total_steps: 10}\n", 400,
+     "no function 'nope' defined at the top level"),
+    ("emulate.yaml", "jobs:\n  - {job_type: lstm, total_steps: 10, emulate_as: GPT-9}\n", 400, "emulate_as 'GPT-9'"),
 ]
 
 
@@ -133,6 +136,44 @@ def test_missing_wrong_token_oversized_and_malformed_bodies(server, tmp_path, ca
     for argv in (["cancel", "999999"], ["logs", "999999"], ["status", "999999"]):
         assert main([*argv, "--state", str(server.state)]) == 2
         assert capsys.readouterr().err.strip() == "hadar: error: no job 999999 (HTTP 404)"
+    assert _snapshot(server.state) == before
+
+
+COUNTER = """import time
+
+
+def train(ctx):
+    state = ctx.load_state() or {"n": 0}
+    for _ in ctx.steps():
+        time.sleep(0.02)  # long enough a lease to be measured (0.5 s at least)
+        state["n"] += 1
+    print(f"counted to {state['n']}")
+    ctx.report(n=float(state["n"]))
+    ctx.save_state(state)
+"""
+
+
+def test_an_entrypoint_job_runs_and_its_log_has_what_it_printed(server, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "train.py").write_text(COUNTER)
+    jobs = write(mine / "jobs.yaml", "jobs:\n  - {name: counter, entrypoint: train.py:train, total_steps: 40}\n")
+    assert main(["submit", str(jobs), "--state", str(server.state)]) == 0
+    (job_id,) = map(int, capsys.readouterr().out.split())
+    server.wait_for(lambda: server.jobs()[job_id]["status"] in ("done", "failed"), 240, "the counter job to end")
+    job = server.jobs()[job_id]
+    assert job["status"] == "done" and job["name"] == "counter" and job["job_type"] == "counter", job
+    assert any(r["kind"] == "measured" for r in job["throughput"].values()), job["throughput"]
+    assert main(["logs", str(job_id), "--state", str(server.state)]) == 0
+    log = capsys.readouterr().out
+    assert "arrived (counter, 1 GPU(s))" in log and "counted to 40" in log and log.strip().endswith("finished"), log
+    other = tmp_path / "other"  # another function under the same name: refused, nothing stored
+    other.mkdir()
+    (other / "train.py").write_text(COUNTER.replace("+= 1", "+= 2"))
+    before = _snapshot(server.state)
+    rc = main(["submit", str(write(other / "jobs.yaml", jobs.read_text())), "--state", str(server.state)])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"job {job_id} is also named 'counter'" in err and "(HTTP 400)" in err, err
     assert _snapshot(server.state) == before
 
 

@@ -98,8 +98,11 @@ def test_submissions_are_read_like_hadar_run_and_limited(tmp_path):
     assert jobs[0].job_type == "LSTM-LM (batch size 20)"
     (new,) = to_new_jobs(jobs, 1000.0)
     assert new.arrival_s == 1005.0 and new.submitted_s == 1000.0 and new.name == "lstm"
-    expected = Job(7, "LSTM-LM (batch size 20)", 1, 10, arrival_s=1005.0, origin=jobs[0].origin)
-    assert job_from_spec(7, new.spec) == expected
+    assert jobs[0].train is not None and jobs[0].train.entrypoint == "hadar.runtime.workloads.language:train_lstm"
+    expected = Job(7, "LSTM-LM (batch size 20)", 1, 10, arrival_s=1005.0, origin=jobs[0].origin, train=jobs[0].train)
+    assert job_from_spec(7, json.loads(json.dumps(new.spec))) == expected  # as the store keeps it
+    old = {"job_type": "LSTM-LM (batch size 20)", "scale_factor": 1, "total_steps": 10, "arrival_s": 5.0}
+    assert job_from_spec(3, old).train == jobs[0].train  # stored before jobs had entrypoints: resolved
     with pytest.raises(InputError, match=r"^mine.yaml: no jobs in file$"):
         parse_job_file("jobs: []\n", "mine.yaml")
     with pytest.raises(InputError, match="finite"):

@@ -49,7 +49,7 @@ def test_kill_9_and_restart_resumes_every_job(server_factory, tmp_path):
 
     boundary, before = _committed(state)
     ckpt = {i: checkpoint.load(checkpoint.checkpoint_path(state / "checkpoints", i)) for i in ids}
-    ckpt_steps = {i: float(c["steps"]) if c is not None else 0.0 for i, c in ckpt.items()}
+    ckpt_steps = {i: float(checkpoint.meta_of(c).get("steps", 0.0)) for i, c in ckpt.items()}
     assert before[ids[0]][0] == "done"
     in_flight = [i for i in ids if before[i][0] != "done" and before[i][1] > 0]
     assert in_flight, before

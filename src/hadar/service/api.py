@@ -54,6 +54,7 @@ class SubmitRequest(BaseModel):
     file: JobFile | None = None
     jobs: list[dict[str, Any]] | None = Field(default=None, min_length=1, max_length=MAX_JOBS_PER_SUBMISSION)
     base_dir: str | None = Field(default=None, max_length=4096)
+    cwd: str | None = Field(default=None, max_length=4096)
     request_id: str | None = Field(default=None, max_length=64)
 
 
@@ -131,7 +132,7 @@ def _job_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
         req = _parse_body(body)
         text, name = _job_text(req)
         rid = check_request_id(req.request_id) if req.request_id else uuid.uuid4().hex
-        sub = await run_in_threadpool(service.submit, text, name, req.base_dir, rid)
+        sub = await run_in_threadpool(service.submit, text, name, req.base_dir, req.cwd, rid)
         return _json({"ids": list(sub.ids), "duplicate": sub.duplicate, "request_id": rid}, 201)
 
     @app.get("/api/jobs", dependencies=auth)

@@ -37,8 +37,10 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=serve_main)
 
     s = sub.add_parser("submit", help="submit a job file to a running `hadar serve`",
-                       description="Submit the jobs of a job file (the same files as `hadar run --jobs`); "
-                       "prints the new job ids. arrival_s in the file counts from the submission.")
+                       description="Submit the jobs of a job file (the same files as `hadar run --jobs`, checked "
+                       "the same way before anything is stored: a relative entrypoint file is looked up in the job "
+                       "file's folder, then the current one); prints the new job ids. arrival_s in the file counts "
+                       "from the submission.")
     s.add_argument("file", type=Path, help="job file (.yaml/.json/.csv/.trace)")
     _where(s)
     s.add_argument("--json", action="store_true", help="print the answer as one JSON object")
@@ -55,7 +57,8 @@ def add_parser(sub: Any) -> None:
     _where(c)
     c.set_defaults(func=cancel_main)
 
-    lg = sub.add_parser("logs", help="what happened to a job (arrival, leases, failures, finish)")
+    lg = sub.add_parser("logs", help="a job's log: what happened to it (arrival, leases, failures, finish), what "
+                        "its code printed, warnings and tracebacks")
     lg.add_argument("id", type=int)
     _where(lg)
     lg.set_defaults(func=logs_main)

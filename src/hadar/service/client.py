@@ -89,7 +89,7 @@ class Client:
         if len(text) > MAX_FILE_BYTES:
             raise InputError(f"{path}: larger than {MAX_FILE_BYTES} bytes, the most a submission may be")
         body = {"file": {"name": path.name, "text": text}, "base_dir": str(path.resolve().parent),
-                "request_id": uuid.uuid4().hex}
+                "cwd": str(Path.cwd()), "request_id": uuid.uuid4().hex}
         return self.request("POST", "/api/jobs", body)
 
     def jobs(self) -> dict[str, Any]:

@@ -4,9 +4,11 @@
 changes a job (a round's progress, a finish or failure, a cancellation, a
 node change) is committed to the store before the engine goes on, in one
 transaction per change: the job rows, the round, the events logged since the
-last commit and the measured throughputs. A job's progress is the one its
-latest checkpoint holds (a lease's steps count only after its checkpoint is
-written), so a restart resumes from exactly what the store says.
+last commit and the measured throughputs; then the job events go to the jobs'
+logs. A job's progress counts a lease's steps once the lease succeeded, and the
+executor commits the lease's checkpoint at that moment (before the store's
+commit): a restart resumes each job from its committed checkpoint, which holds
+at least the progress the store recorded for a job that saves every lease.
 """
 
 from __future__ import annotations
@@ -15,22 +17,25 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hadar.mechanism.ledger import JobLedger, JobRecord
 from hadar.model.cluster import Cluster
 from hadar.model.plan import RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
-from hadar.service.store import Store
+from hadar.service import joblog
+from hadar.service.store import Store, ThroughputRow
 
 log = logging.getLogger(__name__)
 
 
 class EventLog:
-    """Events of the engine and executor, buffered until the next commit (or boundary flush)."""
+    """Events of the engine and executor, buffered until the next commit (or boundary flush); once
+    committed, a job's events also go to its log in ``log_dir`` (``joblog``)."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, store: Store, log_dir: Path | None = None) -> None:
+        self.store, self.log_dir = store, log_dir
         self._lock = threading.Lock()
         self._buffer: list[dict[str, Any]] = []
 
@@ -48,6 +53,12 @@ class EventLog:
         if events:
             with self.store.transaction() as con:
                 self.store.add_events(con, events)
+            self.committed(events)
+
+    def committed(self, events: list[dict[str, Any]]) -> None:
+        """``events`` are in the store now: add them to their jobs' logs."""
+        if self.log_dir is not None and events:
+            joblog.append(self.log_dir, events)
 
 
 def job_row(rec: JobRecord, checkpoint_steps: float) -> dict[str, Any]:
@@ -68,14 +79,14 @@ def cluster_json(cluster: Cluster) -> str:
 
 class StoredLedger(JobLedger):
     """A ``JobLedger`` that commits every change to ``store``; ``checkpoint_steps(job_id)`` says what the
-    job's latest checkpoint holds and ``throughput_rows()`` the measured rates to keep."""
+    job's committed checkpoint holds and ``throughput_rows()`` the measured rates to keep."""
 
     def __init__(self, cluster: Cluster, table: ThroughputTable, round_s: float, *, track_copies: bool = True,
                  store: Store, events: EventLog) -> None:
         super().__init__(cluster, table, round_s, track_copies=track_copies)
         self.store, self.events = store, events
         self.checkpoint_steps: Callable[[int], float] = lambda job_id: 0.0
-        self.throughput_rows: Callable[[], list[tuple[str, int, str, float, int, float, float]]] = list
+        self.throughput_rows: Callable[[], list[ThroughputRow]] = list
         self.on_commit: Callable[[], None] = lambda: None
 
     def apply(self, plan: RoundPlan, report: RoundReport) -> list[int]:
@@ -87,28 +98,34 @@ class StoredLedger(JobLedger):
         for entry in leases:
             entry.append(int((entry[0], entry[1]) in failed))
         busy = sum(len(lease.gpus) for lease in plan.leases)
+        events = self.events.take()
         with self.store.transaction() as con:
             self.store.update_jobs(con, [self.row(jid) for jid in sorted(touched)])
             self.store.add_round(con, report.start_s, report.end_s, leases, busy, len(self.cluster.up_gpus))
             self.store.save_throughputs(con, self.throughput_rows())
-            self.store.add_events(con, self.events.take())
+            self.store.add_events(con, events)
             self.store.set_meta(con, "clock_s", repr(report.end_s))
+        self.events.committed(events)
         self.on_commit()
         return ended
 
     def cancel(self, job_id: int, at_s: float) -> bool:
         ok = super().cancel(job_id, at_s)
         if ok:
+            events = self.events.take()
             with self.store.transaction() as con:
                 self.store.update_jobs(con, [self.row(job_id)])
-                self.store.add_events(con, self.events.take())
+                self.store.add_events(con, events)
+            self.events.committed(events)
         return ok
 
     def set_cluster(self, cluster: Cluster) -> None:
         super().set_cluster(cluster)
+        events = self.events.take()
         with self.store.transaction() as con:
             self.store.set_meta(con, "cluster", cluster_json(cluster))
-            self.store.add_events(con, self.events.take())
+            self.store.add_events(con, events)
+        self.events.committed(events)
         self.on_commit()
 
     def row(self, job_id: int) -> dict[str, Any]:

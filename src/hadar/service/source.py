@@ -23,9 +23,12 @@ HORIZON_S = 1.0
 
 class LiveSource:
     """A thread-safe queue of submitted jobs and cancellations; ``on_boundary`` runs at every engine
-    boundary (the service flushes its event log there)."""
+    boundary (the service flushes its event log there), ``on_admit`` on the jobs ``pop_arrived`` hands
+    to the engine, in the engine's thread, before the engine sees them (the service registers them with
+    its executor there)."""
 
-    def __init__(self, clock: Clock, on_boundary: Callable[[], None] | None = None) -> None:
+    def __init__(self, clock: Clock, on_boundary: Callable[[], None] | None = None,
+                 on_admit: Callable[[list[Job]], None] | None = None) -> None:
         self.clock = clock
         self._cond = threading.Condition()
         self._pending: list[Job] = []
@@ -33,6 +36,7 @@ class LiveSource:
         self._stop = False
         self._news = False
         self.on_boundary = on_boundary or (lambda: None)
+        self.on_admit = on_admit or (lambda jobs: None)
 
     # ---- the API's side ---------------------------------------------------------------
     def add(self, jobs: list[Job]) -> None:
@@ -76,7 +80,9 @@ class LiveSource:
             out = [j for j in self._pending if j.arrival_s <= t]
             if out:
                 self._pending = [j for j in self._pending if j.arrival_s > t]
-            return out
+        if out:
+            self.on_admit(out)
+        return out
 
     def wait(self, timeout_s: float) -> bool:
         with self._cond:

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     submission TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
+CREATE INDEX IF NOT EXISTS jobs_type ON jobs (job_type);
 CREATE TABLE IF NOT EXISTS submissions (request_id TEXT PRIMARY KEY, job_ids TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS throughputs (
     job_type TEXT NOT NULL, k INTEGER NOT NULL, gpu_type TEXT NOT NULL,
@@ -81,6 +82,13 @@ CREATE INDEX IF NOT EXISTS events_job ON events (job_id);
 #: Columns of ``jobs`` a round updates (the ledger's view of each job).
 PROGRESS_COLUMNS = ("status", "first_start_s", "finished_s", "done_steps", "checkpoint_steps", "attained_gpu_s",
                     "rounds_run", "restarts", "gpus", "steps_by_type", "failure")
+
+
+#: A row of ``throughputs`` (a tracker's measured entry): job type, GPU count, GPU type, moving average
+#: (steps/s), samples, total steps, total seconds.
+ThroughputRow = tuple[str, int, str, float, int, float, float]
+#: ``conflict(new job, stored job's id, stored job's spec)``: why they may not share a job type, or None.
+Conflict = Callable[["NewJob", int, dict[str, Any]], str | None]
 
 
 class StoreError(InputError):
@@ -188,13 +196,18 @@ class Store:
         return max(float(self.meta("clock_s") or 0.0), float(row["a"] or 0.0))
 
     # ---- submissions and cancellations ---------------------------------------------------
-    def submit(self, jobs: Sequence[NewJob], request_id: str) -> Submitted:
-        """Store every job of one submission, or none; a request id seen before returns its ids again."""
+    def submit(self, jobs: Sequence[NewJob], request_id: str, conflict: Conflict | None = None) -> Submitted:
+        """Store every job of one submission, or none; a request id seen before returns its ids again.
+
+        ``conflict(new, stored_id, stored_spec)``: a message if ``new`` may not share its job type (its name,
+        the throughput key) with the first stored job of that type; ``InputError`` then, nothing stored."""
         now = time.time()
         with self.transaction() as con:
             seen = con.execute("SELECT job_ids FROM submissions WHERE request_id = ?", (request_id,)).fetchone()
             if seen is not None:
                 return Submitted(tuple(json.loads(seen["job_ids"])), duplicate=True)
+            if conflict is not None:
+                _check_conflicts(con, jobs, conflict)
             ids = []
             for job in jobs:
                 cur = con.execute(
@@ -233,8 +246,7 @@ class Store:
                         [(float(e.get("t") or 0.0), str(e.get("event", "")), _job_of(e), json.dumps(e, default=str))
                          for e in events])
 
-    def save_throughputs(self, con: sqlite3.Connection, rows: Iterable[tuple[str, int, str, float, int, float, float]]
-                         ) -> None:
+    def save_throughputs(self, con: sqlite3.Connection, rows: Iterable[ThroughputRow]) -> None:
         con.executemany("INSERT INTO throughputs (job_type, k, gpu_type, rate, samples, steps, seconds) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_type, k, gpu_type) DO UPDATE SET "
                         "rate = excluded.rate, samples = excluded.samples, steps = excluded.steps, "
@@ -279,6 +291,15 @@ class Store:
         con = self._reader()
         return {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
                 for t in ("jobs", "submissions", "events", "rounds", "throughputs")}
+
+
+def _check_conflicts(con: sqlite3.Connection, jobs: Sequence[NewJob], conflict: Conflict) -> None:
+    for job in {j.job_type: j for j in reversed(jobs)}.values():  # the first job of each type
+        row = con.execute("SELECT id, spec FROM jobs WHERE job_type = ? ORDER BY id LIMIT 1", (job.job_type,)
+                          ).fetchone()
+        message = None if row is None else conflict(job, int(row["id"]), json.loads(row["spec"]))
+        if message:
+            raise InputError(message)
 
 
 def _job_of(event: dict[str, Any]) -> int | None:

@@ -9,20 +9,8 @@ import threading
 import time
 from typing import Any
 
+from hadar.service import joblog
 from hadar.service.scheduler import Service
-
-#: Event kinds ``hadar logs`` shows, and how.
-_LOG_FORMATS = {
-    "arrival": "arrived ({job_type}, {scale_factor} GPU(s))",
-    "resumed": "resumed after a restart from its checkpoint at {progress:g} steps",
-    "lease": "lease on GPUs {gpus}: {iterations} iterations, progress {progress_from:g} -> {progress_to:g} steps"
-             "{restored_text}",
-    "lease_failed": "lease on GPUs {gpus} failed: {error}",
-    "merge": "copies {copies} merged: progress {progress_to:g} steps",
-    "finish": "finished",
-    "job_failed": "failed: {error}",
-    "cancelled": "cancelled",
-}
 
 
 def job_view(row: sqlite3.Row, service: Service, now_s: float) -> dict[str, Any]:
@@ -43,7 +31,7 @@ def job_view(row: sqlite3.Row, service: Service, now_s: float) -> dict[str, Any]
         "attained_gpu_s": float(row["attained_gpu_s"]), "restarts": int(row["restarts"]),
         "held_gpus": json.loads(row["gpus"]) if row["status"] == "running" else [],
         "steps_by_type": json.loads(row["steps_by_type"]),
-        "throughput": {t: {"measured": m, "estimated": e} for t, (m, e) in rates.items()},
+        "throughput": {t: {"measured": m, "estimated": e, "kind": kind} for t, (m, e, kind) in rates.items()},
         "failure": row["failure"], "cancel_requested": bool(row["cancel_requested"]),
     }
 
@@ -106,17 +94,6 @@ def health_view(service: Service) -> dict[str, Any]:
 
 
 def log_lines(service: Service, job_id: int, limit: int = 1000) -> list[str]:
-    """One line per event of the job: time (service seconds) and what happened."""
-    lines = []
-    for row in service.store.events(job_id, limit):
-        data = json.loads(row["data"])
-        fmt = _LOG_FORMATS.get(row["kind"])
-        if fmt is None:
-            continue
-        data.setdefault("restored_text", " (restored from checkpoint)" if data.get("restored") else "")
-        try:
-            text = fmt.format(**data)
-        except (KeyError, ValueError, IndexError):
-            text = f"{row['kind']} {json.dumps(data, sort_keys=True)}"
-        lines.append(f"[{float(row['t']):9.1f}s] {text}")
-    return lines
+    """The last ``limit`` lines of the job's log (``joblog``): its scheduler events, what its leases
+    printed, warnings and tracebacks."""
+    return joblog.read(service.log_dir, job_id, limit)
