@@ -7,6 +7,7 @@ function (``hadar.job``): a job file's bundled ``job_type`` is resolved into one
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -60,7 +61,7 @@ def prepare_jobs(jobs: Sequence[Job], *, max_arrival_s: float | None = MAX_ARRIV
     """The jobs as the runtime runs them, checked before anything starts (``InputError`` naming the problem):
     bundled job types resolved into entrypoints, every entrypoint found without running it, ``emulate_as``
     rows known, jobs sharing a name (their throughput key) identical, arrivals within ``max_arrival_s``."""
-    ratios = emulation.SpeedRatios(ThroughputTable.load(), ())
+    ratios = emulation.SpeedRatios(_gavel_table(), ())
     out: list[Job] = []
     seen: dict[str, Job] = {}
     checked: set[tuple[str, tuple[str, ...]]] = set()  # each entrypoint is read once, however many jobs name it
@@ -84,6 +85,12 @@ def prepare_jobs(jobs: Sequence[Job], *, max_arrival_s: float | None = MAX_ARRIV
                              "emulate_as; jobs of one name share throughput measurements: give them distinct names")
         out.append(job)
     return out
+
+
+@functools.cache
+def _gavel_table() -> ThroughputTable:
+    """Gavel's bundled table, read once (it is immutable): the service checks every submission with it."""
+    return ThroughputTable.load()
 
 
 def _identity(job: Job) -> tuple[str, str, str]:
