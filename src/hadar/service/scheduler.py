@@ -140,6 +140,8 @@ class Service:
         ledger.throughput_rows = lambda: runtime.tracker_rows(backend.tracker)
         ledger.on_commit = functools.partial(self._refresh, ledger)
         backend.executor.on_table = lambda t: ledger.update_table(t, resolve_if_moved=RESOLVE_ON_CHANGE)
+        # the round's arrivals committed (and in the jobs' logs) before its leases print anything
+        backend.executor.on_dispatch = lambda round_no, plan: self.events.flush()
         with self.store.transaction() as con:
             self.store.set_meta(con, "cluster", cluster_json(ledger.cluster))
             self.store.set_meta(con, "policy", self.run_policy.label)
