@@ -209,13 +209,8 @@ def _tee(events: list[dict[str, Any]], extra: Callable[[dict[str, Any]], None] |
     return emit
 
 
-def resolve_jobs(jobs: list[Job]) -> list[Job]:
-    """Bundled job types (``resnet``, ``lstm``, ...) resolved into their entrypoint jobs."""
-    return [workloads.resolve_job(j) for j in jobs]
-
-
 quality_rows = outputs.quality_rows
 write_outputs = outputs.write_outputs
 to_gavel_json = outputs.to_gavel_json
-__all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "resolve_jobs", "run",
+__all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "run",
            "to_gavel_json", "write_outputs"]
