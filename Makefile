@@ -19,7 +19,7 @@ $(VENV)/.core: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	touch $@
 
 $(VENV)/.full: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
-	$(BIN)/pip install -q -e '.[runtime,dev]' -c $(CONSTRAINTS)
+	$(BIN)/pip install -q -e '.[runtime,service,browser-test,dev]' -c $(CONSTRAINTS)
 	touch $(VENV)/.core $@
 
 run: $(VENV)/.core

@@ -75,10 +75,12 @@ def make_cadence(gavel_compat: bool) -> Cadence:
 def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Executor, clock: Clock, *,
          round_s: float, seed: int = 0, gavel_compat: bool = False, track_copies: bool = False,
          on_event: Callable[[dict[str, Any]], None] | None = None,
-         on_progress: Callable[[int], None] | None = None) -> tuple[Engine, JobLedger]:
-    """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking)."""
+         on_progress: Callable[[int], None] | None = None,
+         make_ledger: Callable[..., JobLedger] = JobLedger) -> tuple[Engine, JobLedger]:
+    """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking);
+    ``make_ledger`` builds the ledger (the service's records every change in its store)."""
     traits = policy.traits
-    ledger = JobLedger(cluster, table, round_s, track_copies=track_copies or traits.forks)
+    ledger = make_ledger(cluster, table, round_s, track_copies=track_copies or traits.forks)
     engine = Engine(policy, make_planner(traits, seed), executor, clock, ledger,
                     cadence=make_cadence(gavel_compat), on_event=on_event, on_progress=on_progress)
     return engine, ledger

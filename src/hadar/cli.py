@@ -30,6 +30,11 @@ _SUBCOMMANDS = {
     "experiment": "hadar.runtime.experiment",
     "report": "hadar.report",
     "trace": "hadar.cli_trace",
+    "serve": "hadar.service.cli",
+    "submit": "hadar.service.cli",
+    "status": "hadar.service.cli",
+    "cancel": "hadar.service.cli",
+    "logs": "hadar.service.cli",
 }
 
 

@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from hadar.errors import InputError
+
+#: One ``check`` at a time (the service checks submissions in a thread pool): it puts folders on
+#: ``sys.path`` for a moment, and on CPython 3.11 ``ast.parse`` in several threads at once can fail with
+#: "SystemError: AST constructor recursion depth mismatch" (a shared counter; python/cpython#106905).
+_CHECK_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,11 @@ def parse(text: str, search_path: Sequence[str] = ()) -> Entrypoint:
 
 def check(text: str, search_path: Sequence[str] = ()) -> Entrypoint:
     """Resolve ``text`` and check, without running it, that it defines ``FUNCTION(ctx)``; ``InputError`` if not."""
+    with _CHECK_LOCK:
+        return _check(text, search_path)
+
+
+def _check(text: str, search_path: Sequence[str]) -> Entrypoint:
     entry = parse(text, search_path)
     source_file = entry.path or _module_file(entry.module, search_path, text)
     if source_file is None:  # a compiled or namespace module: nothing to read

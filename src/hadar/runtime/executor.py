@@ -102,6 +102,7 @@ class RayExecutor:
         self.rounds: list[RoundStats] = []
         self.run_id = run_id or uuid.uuid4().hex  # checkpoints of another run id are never restored
         self._hosts: dict[tuple[int, int], str] = {}  # (GPU, worker generation) -> the worker's node address
+        self.nodes: Any = None  # a node watcher (``runtime.nodes.NodeWatcher``) that cluster_view() asks
 
     # ---- jobs ---------------------------------------------------------------------------
     def register(self, job: Job) -> JobProgress:
@@ -152,8 +153,14 @@ class RayExecutor:
         return RoundReport(plan.start_s, max(end, plan.start_s), tuple(results))
 
     def cluster_view(self) -> Cluster | None:
-        """Node changes seen on the Ray cluster (None: none; the service's node watcher fills this in)."""
-        return None
+        """Node changes seen on the Ray cluster (None: none, or no node watcher set). A node of a GPU type
+        the cluster did not have adds that type to the tracker's table (estimated until measured)."""
+        view = self.nodes.poll() if self.nodes is not None else None
+        if view is not None:
+            self.cluster = self.book.cluster = view
+            if self.tracker.add_types(view.gpu_types) and self.on_table is not None:
+                self.on_table(self.tracker.table())
+        return view
 
     def estimate_rate(self, lease: Lease) -> float | None:
         """Steps/s the lease should make, once its job type has a measured (or given) rate somewhere;

@@ -89,6 +89,14 @@ class WorkerPool:
         self.replaced += 1
         log.warning("replaced the worker of GPU %d (%s)", gpu, self.cluster.gpu_type_of[gpu])
 
+    def grow(self, cluster: Cluster, pins: dict[str, NodePin]) -> None:
+        """Nodes joined: ``cluster`` appends them (existing GPU ids unchanged); start their workers."""
+        self.pins.update(pins)
+        first, self.cluster = self.cluster.num_gpus, cluster
+        for g in range(first, cluster.num_gpus):
+            self.actors.append(self._spawn(g))
+            self.generation.append(0)
+
     def kill(self, gpu: int) -> None:
         """Testing aid: kill the actor of ``gpu`` now (the executor notices and replaces it)."""
         import ray

@@ -7,6 +7,7 @@ function (``hadar.job``): a job file's bundled ``job_type`` is resolved into one
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -31,6 +32,7 @@ from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
 from hadar.runtime import aggregate, emulation, outputs, session, workloads
 from hadar.runtime.executor import RayExecutor, RoundStats
+from hadar.runtime.nodes import NodeWatcher
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.progress import JobProgress
 from hadar.runtime.tracker import ThroughputTracker
@@ -59,9 +61,10 @@ def prepare_jobs(jobs: Sequence[Job], *, max_arrival_s: float | None = MAX_ARRIV
     """The jobs as the runtime runs them, checked before anything starts (``InputError`` naming the problem):
     bundled job types resolved into entrypoints, every entrypoint found without running it, ``emulate_as``
     rows known, jobs sharing a name (their throughput key) identical, arrivals within ``max_arrival_s``."""
-    ratios = emulation.SpeedRatios(ThroughputTable.load(), ())
+    ratios = emulation.SpeedRatios(_gavel_table(), ())
     out: list[Job] = []
     seen: dict[str, Job] = {}
+    checked: set[tuple[str, tuple[str, ...]]] = set()  # each entrypoint is read once, however many jobs name it
     for given in jobs:
         job = workloads.resolve_job(given)
         assert job.train is not None
@@ -69,10 +72,12 @@ def prepare_jobs(jobs: Sequence[Job], *, max_arrival_s: float | None = MAX_ARRIV
         if max_arrival_s is not None and job.arrival_s > max_arrival_s:
             raise InputError(f"{where}: arrival_s {job.arrival_s:g} is more than {max_arrival_s:g} s away; hadar run "
                              "waits for arrivals in real time")
-        try:
-            check_entrypoint(job.train.entrypoint, job.train.search_path)
-        except InputError as e:
-            raise InputError(f"{where}: {e}") from None
+        if (job.train.entrypoint, job.train.search_path) not in checked:
+            try:
+                check_entrypoint(job.train.entrypoint, job.train.search_path)
+            except InputError as e:
+                raise InputError(f"{where}: {e}") from None
+            checked.add((job.train.entrypoint, job.train.search_path))
         ratios.check(job.train.emulate_as, where)
         other = seen.setdefault(job.job_type, job)
         if _identity(other) != _identity(job):
@@ -80,6 +85,12 @@ def prepare_jobs(jobs: Sequence[Job], *, max_arrival_s: float | None = MAX_ARRIV
                              "emulate_as; jobs of one name share throughput measurements: give them distinct names")
         out.append(job)
     return out
+
+
+@functools.cache
+def _gavel_table() -> ThroughputTable:
+    """Gavel's bundled table, read once (it is immutable): the service checks every submission with it."""
+    return ThroughputTable.load()
 
 
 def _identity(job: Job) -> tuple[str, str, str]:
@@ -144,6 +155,7 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
                                ratios=emulation.SpeedRatios(ThroughputTable.load(), cluster.gpu_types), dilation=dil,
                                given=throughputs, on_event=emit, on_dispatch=on_dispatch, grace_s=grace_s, seed=seed,
                                fork_optimizer=fork_optimizer)
+        executor.nodes = NodeWatcher(pool, joins=address is not None)  # dead nodes leave the view, new ones join
         for job in jobs:
             executor.register(job)
         prior = executor.tracker.table()
@@ -201,13 +213,8 @@ def _tee(events: list[dict[str, Any]], extra: Emit | None) -> Emit:
     return emit
 
 
-def resolve_jobs(jobs: list[Job]) -> list[Job]:
-    """Bundled job types (``resnet``, ``lstm``, ...) resolved into their entrypoint jobs."""
-    return [workloads.resolve_job(j) for j in jobs]
-
-
 quality_rows = outputs.quality_rows
 write_outputs = outputs.write_outputs
 to_gavel_json = outputs.to_gavel_json
-__all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "resolve_jobs", "run",
+__all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "run",
            "to_gavel_json", "write_outputs"]

@@ -2,20 +2,30 @@
 
 Security defaults: a Ray cluster runs whatever code reaches it, so
 * token authentication stays on: Ray >= 2.59 turns it on for every local
-  cluster it starts (generating ``~/.ray/auth_token`` once); we never turn
-  it off, warn when ``RAY_AUTH_MODE`` in the environment does, and report
-  the mode in force in the run's summary (``ray_auth``);
+  cluster it starts; we never turn it off, warn when ``RAY_AUTH_MODE`` in
+  the environment does, and report the mode in force in the run's summary
+  (``ray_auth``). Ray writes the token it generates to ``~/.ray/auth_token``
+  with the default umask (0644: readable by every user of the machine), so
+  hadar makes that file itself, mode 0600 in a 0700 folder, before Ray
+  would (``ensure_private_token``), and tightens one it finds readable by
+  others;
+* a local cluster is always a new one (``address="local"``): ``ray.init()``
+  alone would join whatever cluster a ``ray start`` on this machine left;
 * the dashboard is off unless asked for, and then bound to 127.0.0.1
   unless another host is given;
 * ``--address`` joins an existing cluster, which must have been started
   with the same token (``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` or
-  ``~/.ray/auth_token`` on every machine and on the driver).
+  ``~/.ray/auth_token`` on every machine and on the driver); the driver
+  joins in token mode (``RAY_AUTH_MODE=token`` unless the environment says
+  otherwise).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +58,33 @@ def check_auth_env() -> None:
                     "cluster's ports can run code on it", mode)
 
 
+def default_token_path() -> str:
+    """Where Ray looks for its token when neither RAY_AUTH_TOKEN nor RAY_AUTH_TOKEN_PATH is set."""
+    return os.path.join(os.path.expanduser("~"), ".ray", "auth_token")
+
+
+def ensure_private_token() -> None:
+    """Make Ray's default token file ourselves (0600, folder 0700) before Ray makes it world-readable;
+    tighten an existing one that others can read. Nothing to do when the token comes from the environment
+    or token authentication is off."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    if os.environ.get("RAY_AUTH_MODE", "token").lower() != "token":
+        return
+    path = default_token_path()
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        if mode & 0o077 and os.stat(path).st_uid == os.getuid():
+            os.chmod(path, 0o600)
+            log.warning("%s was readable by other users (mode %o; Ray writes it so): made it 0600", path, mode)
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))  # what `ray get-auth-token --generate` writes: 256 random bits
+
+
 def auth_in_force() -> str:
     """``token`` or ``disabled``: the mode this driver's Ray uses (``unknown`` on Ray without token auth)."""
     try:
@@ -69,8 +106,10 @@ def start_local(cluster: Cluster, *, dashboard_host: str | None = None, num_cpus
             raise RuntimeFailure(f"the running Ray instance lacks the resources {', '.join(missing)}")
         return RaySession(cluster, pins, emulated=True, address=None, auth=auth_in_force(), owned=False)
     check_auth_env()
+    ensure_private_token()
     try:
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=0, resources=local_resources(cluster),
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=0,
+                 resources=local_resources(cluster),
                  include_dashboard=dashboard_host is not None, dashboard_host=dashboard_host or "127.0.0.1",
                  object_store_memory=256 * 1024 ** 2, log_to_driver=False, logging_level=logging.WARNING,
                  configure_logging=True, namespace="hadar")
@@ -81,9 +120,10 @@ def start_local(cluster: Cluster, *, dashboard_host: str | None = None, num_cpus
 
 def connect(address: str, cluster: Cluster | None = None) -> RaySession:
     """Join an existing Ray cluster; ``cluster`` (a cluster file) or the nodes' resources say its GPUs."""
+    check_auth_env()
+    _driver_token_mode()
     import ray
 
-    check_auth_env()
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
     except (RuntimeError, ConnectionError, ValueError, ray.exceptions.RayError) as e:
@@ -105,6 +145,20 @@ def connect(address: str, cluster: Cluster | None = None) -> RaySession:
                           auth=mode)
     found, pins = detect_cluster(nodes)
     return RaySession(found, pins, emulated=not _has_gpus(nodes), address=address, auth=mode)
+
+
+def _driver_token_mode() -> None:
+    """A driver joining a cluster authenticates with the token unless RAY_AUTH_MODE says otherwise (Ray's
+    driver does not by default: it joins unauthenticated and the error then blames a missing token). Ray
+    reads the mode into its config when it is imported, so the config is reloaded after the change."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        from ray._raylet import Config
+    except ImportError:  # a Ray without token authentication
+        return
+    Config.initialize("")
 
 
 def shutdown() -> None:
@@ -129,7 +183,8 @@ def detect_cluster(nodes: Iterable[Mapping[str, Any]]) -> tuple[Cluster, dict[st
     resources (one per logical node). Its GPU type comes from a
     ``hadar_gpu:<type>`` resource, else Ray's ``accelerator_type:<T>``
     (lower-cased). Start real nodes with e.g.
-    ``ray start --address=HEAD:6379 --resources='{"hadar_gpu:v100": 4}'``.
+    ``ray start --address=HEAD:6379 --resources='{"hadar_gpu:v100": 4}'``. Nodes are listed by name,
+    so GPU ids do not depend on the order Ray reports its nodes in (a restarted service sees the same ids).
     """
     found: list[Node] = []
     pins: dict[str, NodePin] = {}
@@ -153,6 +208,7 @@ def detect_cluster(nodes: Iterable[Mapping[str, Any]]) -> tuple[Cluster, dict[st
             name = f"{types[0]}-{where}"
             found.append(Node(name, types[0], gpus))
             pins[name] = NodePin(node_id=rec.get("NodeID"), num_gpus=1.0)
+    found.sort(key=lambda n: n.name)  # GPU ids follow node names, not the order Ray lists nodes in
     if not found:
         raise InputError("the Ray cluster has no GPU nodes: start nodes with GPUs, or with "
                          "--resources='{\"hadar_node:NAME\": N, \"hadar_gpu:TYPE\": N}' to emulate them, "

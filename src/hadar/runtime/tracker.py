@@ -61,6 +61,14 @@ class ThroughputTracker:
             self.rows[(job_type, k)] = None
             self._table = None
 
+    def add_types(self, gpu_types: Sequence[str]) -> bool:
+        """Columns for GPU types that joined the cluster (a node of a new type); True if any was new."""
+        new = tuple(t for t in dict.fromkeys(gpu_types) if t not in self.types)
+        if new:
+            self.types += new
+            self._table = None
+        return bool(new)
+
     def observe(self, job_type: str, k: int, gpu_type: str, steps: float, seconds: float) -> bool:
         """Record one lease's rate; ignored when it ran too briefly to say anything. True if recorded."""
         if seconds < self.min_seconds or steps <= 0 or gpu_type not in self.types:
@@ -101,6 +109,22 @@ class ThroughputTracker:
         return [{"job_type": jt, "gpus": k, "gpu_type": t, "steps_per_s": table.get(jt, k, t),
                  "kind": self.kind(jt, k, t), "samples": self.samples.get((jt, k, t), 0)}
                 for jt, k in self.rows for t in self.types]
+
+    def measurements(self) -> list[tuple[Key, float, int, float, float]]:
+        """Every measured entry as (key, moving average, samples, total steps, total seconds), sorted: what
+        a store keeps so that ``restore`` can put it back into a later run's tracker."""
+        return [(key, rate, self.samples.get(key, 0), *self.totals.get(key, (0.0, 0.0)))
+                for key, rate in sorted(self.measured.items())]
+
+    def restore(self, key: Key, rate: float, samples: int, steps: float, seconds: float) -> None:
+        """Put back a measured entry kept from an earlier run (``measurements``); it counts as measured. An
+        entry of a GPU type the cluster does not have now is kept too (the type may join again)."""
+        if not (rate > 0 and math.isfinite(rate)):
+            return
+        self.measured[key] = float(rate)
+        self.samples[key] = int(samples)
+        self.totals[key] = (float(steps), float(seconds))
+        self._table = None
 
     # ---- the estimator -----------------------------------------------------------------------
     def prior(self, job_type: str, k: int, gpu_type: str) -> float:

@@ -1,0 +1,279 @@
+"""The service: the runtime's engine fed by the store, in a thread beside the HTTP server.
+
+Life of a job: ``submit`` checks the file (as ``hadar run`` checks its jobs), commits
+the jobs, then hands them to the live source; when the engine admits one at its next
+boundary, the job is first registered with the executor (its throughput row, its
+runtime record and log), and the ``StoredLedger`` commits every change. After a
+restart (even ``kill -9``) the store is the truth: jobs that never ran go back to the
+source; jobs that ran are registered again and resume from their committed checkpoint
+(the progress and step number it holds: at most the round in flight is lost; a job
+that never saved starts over); ended jobs stay ended; cancellations asked for but not
+carried out are carried out.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hadar.build import policy_for_run, wire
+from hadar.errors import HadarError, InputError
+from hadar.mechanism.admission import validate_job
+from hadar.mechanism.ledger import DONE_EPS
+from hadar.model.cluster import Cluster
+from hadar.model.job import Job
+from hadar.policies.profiles import PolicySpec
+from hadar.runtime import checkpoint
+from hadar.runtime.run import check_writable
+from hadar.service import runtime
+from hadar.service.record import EventLog, StoredLedger, cluster_json
+from hadar.service.source import LiveSource
+from hadar.service.specs import identity, job_from_spec, parse_submission
+from hadar.service.store import ENDED, NewJob, Store, Submitted
+
+log = logging.getLogger(__name__)
+RESOLVE_ON_CHANGE = 0.25  # as `hadar run`: re-solve when a measured rate moves this much from what the policy saw
+
+
+class Unavailable(HadarError):
+    """The service cannot take this request now (still connecting to Ray, or its engine stopped)."""
+
+
+class Conflict(HadarError):
+    """The request contradicts the job's state (cancelling a job that ended)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    state_dir: Path
+    cluster: Cluster | None  # None with an address: detected from the Ray nodes
+    address: str | None
+    policy: str = "max_min_fairness_perf"
+    profiles: Mapping[str, PolicySpec] | None = None
+    round_s: float = 10.0
+    seed: int = 0
+    dilation: float | None = None
+
+
+class Service:
+    """Owns the store, the live source and the engine thread; the API calls its methods."""
+
+    def __init__(self, opts: ServeOptions, store: Store) -> None:
+        self.opts, self.store = opts, store
+        self.run_policy = policy_for_run(opts.policy, seed=opts.seed, profiles=opts.profiles)
+        self.log_dir = check_writable(opts.state_dir / "logs", "log folder")  # one log per job (``joblog``)
+        self.events = EventLog(store, self.log_dir)
+        self.clock = runtime.ServiceClock(store.clock_s())
+        self.source = LiveSource(self.clock, on_boundary=self.events.flush, on_admit=self._register)
+        self.cluster: Cluster | None = opts.cluster
+        self.state, self.error = "starting", ""
+        self.rates: dict[tuple[str, int], dict[str, tuple[float | None, float, str]]] = {}
+        self.backend: runtime.Backend | None = None
+        self._thread: threading.Thread | None = None
+        self.ray_started = threading.Event()  # set once Ray is up (the server then takes its signals back)
+        self._resume = self._load()
+
+    # ---- start and stop -----------------------------------------------------------------
+    def start(self, on_exit: Callable[[], None]) -> None:
+        """Start Ray and the engine in a thread; ``on_exit`` runs if the engine stops for any reason."""
+        self._thread = threading.Thread(target=self._main, args=(on_exit,), name="hadar-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self.source.stop()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _main(self, on_exit: Callable[[], None]) -> None:
+        try:
+            self._run()
+            self.state = "stopped"
+        except HadarError as e:
+            self.state, self.error = "failed", str(e)
+            log.error("the scheduler stopped: %s", e)
+        except Exception as e:  # a bug: keep the message, stop serving
+            self.state, self.error = "failed", f"{type(e).__name__}: {e}"
+            log.exception("the scheduler failed")
+        finally:
+            on_exit()
+
+    def _run(self) -> None:
+        try:
+            sess = runtime.start_session(self.opts.cluster, self.opts.address)
+        finally:
+            self.ray_started.set()
+        backend = None
+        try:
+            self.cluster = sess.cluster
+            ckpt = check_writable(self.opts.state_dir / "checkpoints", "checkpoint folder")
+            backend = runtime.start_backend(sess, self.clock, ckpt, self.log_dir, seed=self.opts.seed,
+                                            run_id=self.store.run_id, on_event=self.events,
+                                            measured=self.store.throughputs(), dilation=self.opts.dilation)
+            self.backend = backend
+            engine, ledger = self._wire(backend)
+            self._resume_into(ledger, backend)
+            self._refresh(ledger)
+            self.state = "running"
+            log.info("scheduling on %d GPUs (%s), policy %s", sess.cluster.num_gpus,
+                     ", ".join(sess.cluster.gpu_types), self.run_policy.label)
+            engine.run(self.source)
+        finally:
+            if backend is not None:
+                backend.close()
+            elif sess.owned:
+                runtime.session.shutdown()
+
+    def _wire(self, backend: runtime.Backend) -> tuple[Any, StoredLedger]:
+        make = functools.partial(StoredLedger, store=self.store, events=self.events)
+        engine, ledger = wire(self.run_policy.policy, backend.executor.cluster, backend.tracker.table(),
+                              backend.executor, self.clock, round_s=self.opts.round_s, seed=self.opts.seed,
+                              on_event=self.events, make_ledger=make)
+        assert isinstance(ledger, StoredLedger)
+        jobs = backend.executor.jobs
+        ledger.checkpoint_steps = lambda jid: (jobs[jid].saved_steps or 0.0) if jid in jobs else 0.0
+        ledger.throughput_rows = lambda: runtime.tracker_rows(backend.tracker)
+        ledger.on_commit = functools.partial(self._refresh, ledger)
+        backend.executor.on_table = lambda t: ledger.update_table(t, resolve_if_moved=RESOLVE_ON_CHANGE)
+        # the round's arrivals committed (and in the jobs' logs) before its leases print anything
+        backend.executor.on_dispatch = lambda round_no, plan: self.events.flush()
+        with self.store.transaction() as con:
+            self.store.set_meta(con, "cluster", cluster_json(ledger.cluster))
+            self.store.set_meta(con, "policy", self.run_policy.label)
+        return engine, ledger
+
+    # ---- restart ----------------------------------------------------------------------
+    def _load(self) -> list[tuple[Any, Job]]:
+        """Unended jobs of the store: the ones that never ran go to the source now; the rest are returned
+        (they resume into the ledger once Ray is up); cancellations still pending are carried out."""
+        resume = []
+        now = self.clock.now()
+        for row in self.store.jobs(status=("queued", "running")):
+            jid = int(row["id"])
+            if row["cancel_requested"]:
+                self._mark(jid, "cancelled", now, "")
+                continue
+            try:
+                job = job_from_spec(jid, json.loads(row["spec"]))
+            except InputError as e:  # stored by another version of hadar, say
+                self._mark(jid, "failed", now, f"cannot resume: {e}")
+                continue
+            if row["first_start_s"] is None and not self._checkpoint(jid).exists():
+                self.source.add([job])
+            else:
+                resume.append((row, job))
+        return resume
+
+    def _checkpoint(self, job_id: int) -> Path:
+        return checkpoint.checkpoint_path(self.opts.state_dir / "checkpoints", job_id)
+
+    def _resume_into(self, ledger: StoredLedger, backend: runtime.Backend) -> None:
+        """Jobs that ran before the restart: registered, then into the ledger at their checkpoint's progress."""
+        now = self.clock.now()
+        for row, job in self._resume:
+            jid = job.job_id
+            saved = runtime.saved_progress(self._checkpoint(jid), self.store.run_id, jid)
+            steps = saved.steps if saved is not None else 0.0
+            if steps >= float(job.total_steps) * (1 - DONE_EPS):
+                self._mark(jid, "done", now, "", steps=steps)  # it finished just before the restart
+                continue
+            try:
+                info = backend.executor.register(job)
+                ledger.add(job, done_steps=steps, attained_gpu_s=float(row["attained_gpu_s"]),
+                           first_start_s=row["first_start_s"])
+            except InputError as e:
+                self._mark(jid, "failed", now, f"cannot resume: {e}")
+                continue
+            if saved is not None:
+                runtime.resume(info, saved)
+            rec = ledger.records[jid]
+            rec.rounds_run, rec.restarts = int(row["rounds_run"]), int(row["restarts"])
+            rec.steps_by_type = {str(k): float(v) for k, v in json.loads(row["steps_by_type"]).items()}
+            event = {"t": now, "event": "resumed", "job": jid, "progress": steps, "recorded": float(row["done_steps"])}
+            with self.store.transaction() as con:
+                self.store.update_jobs(con, [{**ledger.row(jid), "status": "queued"}])
+                self.store.add_events(con, [event])
+            self.events.committed([event])
+        self._resume = []
+
+    def _register(self, jobs: list[Job]) -> None:
+        """Jobs the engine is about to admit: known to the executor first (``LiveSource.on_admit``)."""
+        assert self.backend is not None, "the engine admits jobs only once the back end is up"
+        for job in jobs:
+            self.backend.executor.register(job)
+
+    def _mark(self, job_id: int, status: str, at_s: float, failure: str, steps: float | None = None) -> None:
+        event = {"t": at_s, "event": {"done": "finish", "failed": "job_failed"}.get(status, status), "job": job_id,
+                 **({"error": failure} if failure else {})}
+        with self.store.transaction() as con:
+            con.execute("UPDATE jobs SET status = ?, finished_s = ?, failure = ?, gpus = '[]', "
+                        "done_steps = coalesce(?, done_steps), checkpoint_steps = coalesce(?, checkpoint_steps) "
+                        "WHERE id = ? AND status NOT IN ('done', 'failed', 'cancelled')",
+                        (status, at_s, failure, steps, steps, job_id))
+            self.store.add_events(con, [event])
+        self.events.committed([event])
+
+    # ---- what the API calls ----------------------------------------------------------------
+    def submit(self, text: str, name: str, base_dir: str | None, cwd: str | None, request_id: str) -> Submitted:
+        if self.state == "failed" or self.source.stopping:
+            raise Unavailable(f"the scheduler is not running ({self.error or 'stopping'})")
+        new = parse_submission(text, name, self.clock.now(), base_dir, cwd, self._check_fits)
+        sub = self.store.submit(new, request_id, conflict=_name_conflict)
+        if not sub.duplicate:
+            self.source.add([job_from_spec(jid, n.spec) for jid, n in zip(sub.ids, new, strict=False)])
+        return sub
+
+    def _check_fits(self, jobs: Sequence[Job]) -> None:
+        if self.cluster is None:
+            raise Unavailable("the service is still connecting to the Ray cluster; try again in a moment")
+        whole = Cluster(self.cluster.nodes)  # every node, up or not: a node that is down may come back
+        table = runtime.shape_table(jobs, whole)
+        for job in jobs:
+            validate_job(job, whole, table, spans_types=self.run_policy.policy.traits.spans_types)
+
+    def cancel(self, job_id: int) -> str:
+        """``cancelled`` (it had not started), ``cancelling`` (ends at the next round boundary)."""
+        status = self.store.request_cancel(job_id)
+        if status is None:
+            raise KeyError(job_id)
+        if status in ENDED:
+            raise Conflict(f"job {job_id} already ended ({status})")
+        if self.source.cancel(job_id):
+            self._mark(job_id, "cancelled", self.clock.now(), "")
+            return "cancelled"
+        return "cancelling"
+
+    def _refresh(self, ledger: StoredLedger) -> None:
+        """After each commit: the throughput view the API shows, per job type and GPU count, per GPU type:
+        (measured moving average or None, the rate the scheduler uses, its kind). Rows of jobs not
+        registered in this life of the service (ended before a restart) show what was measured."""
+        backend = self.backend
+        if backend is None:
+            return
+        tracker = backend.tracker
+        rates: dict[tuple[str, int], dict[str, tuple[float | None, float, str]]] = {}
+        for (jt, k, t), rate in tracker.measured.items():
+            rates.setdefault((jt, k), {})[t] = (rate, rate, "measured")
+        for e in tracker.entries():
+            key, t = (e["job_type"], e["gpus"]), e["gpu_type"]
+            rates.setdefault(key, {})[t] = (tracker.measured.get((*key, t)), float(e["steps_per_s"]), e["kind"])
+        self.rates = rates
+        self.cluster = ledger.cluster
+
+
+def _name_conflict(new: NewJob, stored_id: int, stored_spec: dict[str, Any]) -> str | None:
+    """Why ``new`` may not share its name (the throughput key) with stored job ``stored_id``, or None."""
+    try:
+        theirs = identity(job_from_spec(stored_id, stored_spec))
+    except InputError:  # stored by another version of hadar: nothing to compare
+        return None
+    if identity(job_from_spec(0, new.spec)) == theirs:
+        return None
+    where = str(new.spec.get("origin") or new.name)
+    return (f"{where}: job {stored_id} is also named {new.name!r} but has a different entrypoint, args or "
+            "emulate_as; jobs of one name share throughput measurements: give this one another name")

@@ -1,0 +1,145 @@
+"""``hadar serve``: check the options, open the state directory, start the engine and the HTTP server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from hadar.errors import HadarError, InputError, MissingExtraError
+from hadar.model.cluster import Cluster
+
+log = logging.getLogger(__name__)
+#: import name -> distribution name, for the modules of the ``service`` extra.
+SERVICE_MODULES = {"fastapi": "fastapi", "uvicorn": "uvicorn"}
+
+
+class ServiceFailure(HadarError):
+    """The scheduler stopped on an error (Ray could not start, a node file did not match, ...)."""
+
+
+def require_service_extra() -> None:
+    from importlib.util import find_spec
+
+    missing = [dist for mod, dist in SERVICE_MODULES.items() if find_spec(mod) is None]
+    if missing:
+        raise MissingExtraError(f"`hadar serve` needs the service extra ({', '.join(missing)} not installed): "
+                                "pip install 'hadar[runtime,service]' (in a checkout: pip install -e "
+                                "'.[runtime,service]')")
+
+
+def _cluster(args: argparse.Namespace) -> Cluster | None:
+    from hadar.config import parse_cluster
+    from hadar.runtime.cli import MAX_EMULATED_GPUS
+    from hadar.runtime.demo import demo_cluster
+
+    cluster: Cluster | None
+    if args.cluster:
+        cluster = parse_cluster(args.cluster, args.gpus_per_node)
+    else:
+        cluster = None if args.address else demo_cluster()
+    if cluster is not None and args.address is None and cluster.num_gpus > MAX_EMULATED_GPUS:
+        raise InputError(f"an emulated cluster runs one training process per GPU on this machine; "
+                         f"{cluster.num_gpus} GPUs is more than {MAX_EMULATED_GPUS}")
+    return cluster
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    sock.listen(128)
+    return sock
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from hadar.build import policy_for_run
+    from hadar.cli_simulate import load_profiles
+    from hadar.service.api import BodyLimit, make_app
+    from hadar.service.auth import ensure_token, lock_state_dir, prepare_state_dir, write_server_file
+    from hadar.service.cli import check_serve_args
+    from hadar.service.scheduler import ServeOptions, Service
+    from hadar.service.specs import MAX_BODY_BYTES
+    from hadar.service.store import Store
+
+    check_serve_args(args)
+    profiles = load_profiles(args)
+    cluster = _cluster(args)
+    policy_for_run(args.policy, seed=args.seed, profiles=profiles)  # an unknown policy fails here, not later
+    state_dir = prepare_state_dir(args.state)
+    lock = lock_state_dir(state_dir)
+    try:
+        token = ensure_token(state_dir)
+        store = Store(state_dir)
+        opts = ServeOptions(state_dir=state_dir.resolve(), cluster=cluster, address=args.address, policy=args.policy,
+                            profiles=profiles, round_s=args.round_s, seed=args.seed, dilation=args.dilation)
+        service = Service(opts, store)
+        sock = bind(args.host, args.port)
+        config = uvicorn.Config(BodyLimit(make_app(service, token), MAX_BODY_BYTES), log_level="warning",
+                                access_log=False, lifespan="off", timeout_graceful_shutdown=5)
+        server = uvicorn.Server(config)
+        service.start(on_exit=lambda: setattr(server, "should_exit", True))
+        url = _url(args.host, sock.getsockname()[1])
+        write_server_file(state_dir, url, os.getpid())
+        print(f"hadar serve: {url}/ (state {state_dir}; token in {Path(state_dir) / 'token'})", file=sys.stderr,
+              flush=True)
+        _run_http(server, sock, service.ray_started)
+        service.stop()
+        store.close()
+    finally:
+        lock.close()
+    if service.state == "failed":
+        raise ServiceFailure(f"the scheduler stopped: {service.error}")
+    return 0
+
+
+def _run_http(server: Any, sock: socket.socket, ray_started: threading.Event) -> None:
+    """Serve until SIGINT/SIGTERM, then return (the caller stops the scheduler: the round in flight ends,
+    Ray shuts down). Ray's core installs a handler of its own for SIGTERM when it starts (it prints a
+    stack and kills the process), so once Ray is up the server's handlers are put back. After the server
+    stops, a second signal exits at once."""
+    count = [0]
+
+    def later(sig: int, frame: FrameType | None) -> None:
+        count[0] += 1
+        if count[0] >= 2:
+            os._exit(128 + sig)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):  # what uvicorn restores and re-raises when it stops
+        signal.signal(sig, later)
+
+    async def main() -> None:
+        async def reclaim() -> None:
+            while not ray_started.is_set():
+                await asyncio.sleep(0.2)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, server.handle_exit)
+
+        task = asyncio.ensure_future(reclaim())
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            task.cancel()
+
+    asyncio.run(main())
+
+
+def _url(host: str, port: int) -> str:
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
