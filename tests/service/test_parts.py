@@ -101,6 +101,8 @@ def test_submissions_are_read_like_hadar_run_and_limited(tmp_path):
     assert jobs[0].train is not None and jobs[0].train.entrypoint == "hadar.runtime.workloads.language:train_lstm"
     expected = Job(7, "LSTM-LM (batch size 20)", 1, 10, arrival_s=1005.0, origin=jobs[0].origin, train=jobs[0].train)
     assert job_from_spec(7, json.loads(json.dumps(new.spec))) == expected  # as the store keeps it
+    (row,) = to_new_jobs(parse_job_file("job_type,total_steps,source_id\nlstm,10,philly-7\n", "t.csv"), 0.0)
+    assert job_from_spec(8, json.loads(json.dumps(row.spec))).extra == (("source_id", "philly-7"),)  # CSV extras
     old = {"job_type": "LSTM-LM (batch size 20)", "scale_factor": 1, "total_steps": 10, "arrival_s": 5.0}
     assert job_from_spec(3, old).train == jobs[0].train  # stored before jobs had entrypoints: resolved
     with pytest.raises(InputError, match=r"^mine.yaml: no jobs in file$"):

@@ -157,6 +157,8 @@ def job_from_spec(job_id: int, spec: dict[str, Any]) -> Job:
         args = {k: v for k, v in train.items() if k in _TRAIN_FIELDS}
         args["search_path"] = tuple(args.get("search_path", ()))
         fields["train"] = TrainSpec(**args)
+    if "extra" in fields:  # a CSV's extra columns: (name, value) pairs, lists once stored as JSON
+        fields["extra"] = tuple((str(k), str(v)) for k, v in fields["extra"])
     return resolve_job(Job(job_id=job_id, **fields))
 
 
