@@ -24,7 +24,6 @@ PHILLY_ROWS = [
     "2017-10-01 09:00:00,1800.0,16,28800.0,aaaaaa",
     "2017-10-01 12:00:00,300.0,6,1800.0,aaaaaa",
 ]
-REAL = Path(__file__).resolve().parents[3] / "shared" / "real-traces" / "philly.csv"
 
 
 @pytest.fixture
@@ -156,11 +155,3 @@ def test_bad_generic_input_one_line_exit_2(tmp_path, args, fragment):
     src.write_text("t,g,d\n5,1,10\n")
     args = [a.replace("{src}", str(src)) for a in args]
     assert_one_line_error(hadar("trace", "import", *args, "--out", str(tmp_path / "t.csv")), fragment)
-
-
-@pytest.mark.skipif(not REAL.is_file(), reason="the shared Philly table is not on this machine")
-def test_the_real_philly_table_imports(tmp_path):
-    out = tmp_path / "t.csv"
-    assert main(["trace", "import", "philly", str(REAL), "--vc", "6214e9", "--days", "2", "--out", str(out)]) == 0
-    jobs = read_jobs(out)
-    assert len(jobs) == 7 and {dict(j.extra)["cluster"] for j in jobs} == {"6214e9"}
