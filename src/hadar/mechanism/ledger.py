@@ -163,6 +163,8 @@ class JobLedger:
         old = self.cluster
         if cluster.nodes[:len(old.nodes)] != old.nodes:
             raise ValueError("a new cluster view must keep the existing nodes in order (joins are appended)")
+        if old.order:  # a run's type order outlives node changes (a new type comes last)
+            cluster = cluster.in_order(old.gpu_types)
         old_types, seed = self.types, self.round_s / 2.0
         self.cluster, self.types = cluster, cluster.gpu_types
         self._type_index = [self.types.index(t) for t in cluster.gpu_type_of]

@@ -9,6 +9,15 @@ keeps a job on the exact GPUs it held last round when they are free
 that is active but absent from the allocation (it arrived after the last
 re-solve) can be picked by the scan, which holds its GPUs idle this round,
 and is not placed.
+
+Outside ``--gavel-compat`` (``spare_last``) the scan is one queue across
+types: every (type, job) of positive priority by priority (ties: deficit,
+the type's position in the cluster's order, fastest first there:
+``ThroughputTable.speed_order``, then job id), and only then spare GPUs
+to jobs of zero priority, each job's relatively faster types first (its
+rate there over its best rate; ties likewise). Gavel's scan, type by type
+from v100, hands a v100 to a job of zero (or 1e-7) priority there before
+it looks at the p100 its allocation names.
 """
 
 from __future__ import annotations
@@ -29,9 +38,11 @@ class GavelRoundPlanner:
     (Gavel's FIFO policies); otherwise spare GPUs go to such jobs too.
     """
 
-    def __init__(self, *, shuffle_types: bool = False, skip_zero_priority: bool = False, seed: int = 0) -> None:
+    def __init__(self, *, shuffle_types: bool = False, skip_zero_priority: bool = False, seed: int = 0,
+                 spare_last: bool = False) -> None:
         self.shuffle_types = shuffle_types
         self.skip_zero_priority = skip_zero_priority
+        self.spare_last = spare_last
         self._rng = random.Random(seed + 5)
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
@@ -63,6 +74,8 @@ class GavelRoundPlanner:
                 entries.append((prio, job.deficit_s[j], x, job))
             entries.sort(key=lambda e: (-e[0], -e[1], -e[2], e[3].job_id))  # exact ties: lowest id first
             queue.extend((t, e[3], e[0]) for e in entries)
+        if self.spare_last:
+            queue = self._spare_last(queue, index, {t: p for p, t in enumerate(types)})
         left = {t: state.cluster.count(t) for t in types}
         taken: set[int] = set()
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
@@ -79,6 +92,24 @@ class GavelRoundPlanner:
             taken.add(job.job_id)
             chosen[t].append(job)
         return chosen
+
+    @staticmethod
+    def _spare_last(queue: list[tuple[str, JobView, float]], index: dict[str, int],
+                    position: dict[str, int]) -> list[tuple[str, JobView, float]]:
+        """Positive priorities first, highest first across types; then zero ones, each job's relatively
+        faster types first."""
+        def served(e: tuple[str, JobView, float]) -> tuple[float, float, int, int]:
+            t, job, prio = e
+            return (-prio, -job.deficit_s[index[t]], position[t], job.job_id)
+
+        def spare(e: tuple[str, JobView, float]) -> tuple[float, float, int, int]:
+            t, job, _ = e
+            j = index[t]
+            best = max(job.throughputs, default=0.0)
+            speed = job.throughputs[j] / best if best > 0 else 0.0
+            return (-speed, -job.deficit_s[j], position[t], job.job_id)
+
+        return sorted((e for e in queue if e[2] > 0), key=served) + sorted((e for e in queue if e[2] <= 0), key=spare)
 
     # -- placement --------------------------------------------------------------
     def _place(self, order: tuple[int, ...], jobs: list[JobView], allocation: Allocation | None) -> list[Lease]:

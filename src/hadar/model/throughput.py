@@ -80,6 +80,34 @@ class ThroughputTable:
         ref = below[-1] if below else known[0]
         return self.get(job_type, ref, gpu_type) * k / ref
 
+    def speed_order(self, gpu_types: Iterable[str]) -> tuple[str, ...]:
+        """``gpu_types`` fastest first, by a rule that reads throughputs only, never names.
+
+        A type's score is the sum over the table's rows (job type, GPU count; in sorted order) of its
+        rate divided by the row's best rate among ``gpu_types`` (rows no type can run are skipped).
+        Ties: the type whose rates, sorted from the highest, are lexicographically higher; then the
+        one whose rates, row by row in sorted row order, are; then the position in ``gpu_types`` (a
+        cluster's listing order). On Gavel's tables it gives v100, p100, k80.
+        """
+        types = tuple(dict.fromkeys(gpu_types))
+        score = dict.fromkeys(types, 0.0)
+        columns: dict[str, list[float]] = {t: [] for t in types}
+        for key in sorted(self.rates):
+            per_type = self.rates[key]
+            row = [float(per_type.get(t, 0.0)) for t in types]
+            best = max(row, default=0.0)
+            for t, v in zip(types, row, strict=True):
+                columns[t].append(v)
+                if best > 0:
+                    score[t] += v / best
+
+        def key(pos: int) -> tuple[float, tuple[float, ...], tuple[float, ...], int]:
+            t = types[pos]
+            return (-score[t], tuple(-v for v in sorted(columns[t], reverse=True)),
+                    tuple(-v for v in columns[t]), pos)
+
+        return tuple(types[p] for p in sorted(range(len(types)), key=key))
+
     def row(self, job_type: str, k: int, gpu_types: Iterable[str]) -> tuple[float, ...]:
         return tuple(self.get(job_type, k, t) for t in gpu_types)
 

@@ -21,10 +21,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from hadar.arrays import FloatArray
+from hadar.arrays import FloatArray, IntArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits
-from hadar.policies.gavel.common import Inputs, empty_allocation
+from hadar.policies.gavel.common import Inputs, empty_allocation, tie_order
 from hadar.policies.registry import register
 
 MEMO_ASSIGNED = "fifo/assigned_type"
@@ -34,11 +34,12 @@ def arrival_order(state: SchedulerState) -> list[int]:
     return sorted(range(len(state.jobs)), key=lambda i: (state.jobs[i].arrival_s, state.jobs[i].job_id))
 
 
-def _fastest(throughputs: FloatArray, room: FloatArray, gpu_types: tuple[str, ...]) -> int:
-    """Index of the fastest type with room; ties go to the alphabetically first type (Gavel)."""
+def _fastest(throughputs: FloatArray, room: FloatArray, ties: IntArray) -> int:
+    """Index of the fastest type with room; ties go to the first in ``ties`` (``tie_order``: the
+    alphabetically first type under Gavel's order, as Gavel; else the run's label-free order)."""
     best, best_rate = -1, -1.0
-    for j in sorted(np.nonzero(room)[0], key=lambda j: gpu_types[j]):
-        if throughputs[j] > best_rate:
+    for j in ties:
+        if room[j] and throughputs[j] > best_rate:
             best, best_rate = int(j), float(throughputs[j])
     return best
 
@@ -55,11 +56,12 @@ class FifoPerf:
         inp = Inputs.of(state)
         free = inp.capacities.copy()
         x = np.zeros(inp.shape)
+        ties = tie_order(state)
         for i in arrival_order(state):
             room = inp.active[i] & (free >= inp.scale_factors[i])
             if not room.any():
                 break
-            j = _fastest(inp.throughputs[i], room, state.gpu_types)
+            j = _fastest(inp.throughputs[i], room, ties)
             x[i, j] = 1.0
             free[j] -= inp.scale_factors[i]
         return Allocation.for_state(state, x)
