@@ -69,22 +69,31 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     summary["decision_s_per_round"] = (sum(stats.per_round_decision_s) / len(stats.per_round_decision_s)
                                        if stats.per_round_decision_s else 0.0)
     summary["solve_s_total"] = stats.solve_s
-    extra = {j.job_id: j.extra for j in workload.jobs if j.job_id in measured and j.extra}
+    extra = {j.job_id: _own_columns(j) for j in workload.jobs if j.job_id in measured and _own_columns(j)}
     return SimResult(summary, rows, events, stats, extra)
 
 
+def _own_columns(job: Job) -> tuple[tuple[str, str], ...]:
+    """What ``jobs.csv`` carries of a job's input: the ``name`` it was given (a train field; an
+    entrypoint job's name is its job type already), then a CSV's extra columns."""
+    train = job.train
+    named = (("name", train.name),) if train is not None and train.name and train.name != job.job_type else ()
+    return named + job.extra
+
+
 def write_outputs(result: SimResult, out: Path) -> None:
-    """summary.json, jobs.csv (one row per job; a CSV job list's extra columns after JobRow's), events.jsonl."""
+    """summary.json, jobs.csv (one row per job; a job's name and a CSV job list's extra columns after JobRow's,
+    those named like a JobRow column as ``src_NAME``), events.jsonl."""
     import csv
     from dataclasses import asdict, fields
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
     own = [fl.name for fl in fields(JobRow)]
-    extra = [k for k in dict.fromkeys(k for cols in result.extra.values() for k, _ in cols) if k not in own]
+    extra = list(dict.fromkeys(k for cols in result.extra.values() for k, _ in cols))
     with (out / "jobs.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(own + extra)
+        w = csv.writer(f)  # an input column named like one of ours (e.g. job_id) comes back as src_NAME
+        w.writerow(own + [f"src_{k}" if k in own else k for k in extra])
         for row in result.rows:
             theirs = dict(result.extra.get(row.job_id, ()))
             w.writerow(["" if v is None else v for v in asdict(row).values()] + [theirs.get(k, "") for k in extra])
