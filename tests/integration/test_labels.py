@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
+from hadar.build import policy_for_run
 from hadar.config import parse_cluster
 from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
-from hadar.build import policy_for_run
 from hadar.policies.registry import available
 from hadar.sim.run import simulate
 

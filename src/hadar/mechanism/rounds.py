@@ -10,20 +10,24 @@ that is active but absent from the allocation (it arrived after the last
 re-solve) can be picked by the scan, which holds its GPUs idle this round,
 and is not placed.
 
-Outside ``--gavel-compat`` (``spare_last``) the scan is one queue across
-types: every (type, job) of positive priority by priority (ties: deficit,
-the type's position in the cluster's order, fastest first there:
-``ThroughputTable.speed_order``, then job id), and only then spare GPUs
-to jobs of zero priority, each job's relatively faster types first (its
-rate there over its best rate; ties likewise). Gavel's scan, type by type
-from v100, hands a v100 to a job of zero (or 1e-7) priority there before
-it looks at the p100 its allocation names.
+Outside ``--gavel-compat`` (``spare_last``) the types are scanned in the
+cluster's order (fastest first there: ``ThroughputTable.speed_order``,
+never by name); a fraction below ``DUST`` times the job's largest one
+(solver round-off, e.g. 4e-7 on a V100 next to 1.0 on a P100) counts as
+zero; the scan puts a job off while it has a positive priority on a type
+where it runs faster and that has room for it (the scan's fastest-first
+rule, per job); and only after every positive priority has been seen do
+the put-off entries and then spare GPUs go out, to each job's relatively
+fastest types first (its rate there over its best rate; ties by deficit,
+the type's position, job id). Gavel's scan, type by type from v100, hands
+a lone job a v100 where its priority is zero or small before it reaches
+the p100 its allocation names, where the job runs 2.3x as fast.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, JobView, SchedulerState
@@ -32,11 +36,15 @@ from hadar.model.state import Allocation, JobView, SchedulerState
 class GavelRoundPlanner:
     """Gavel's priority/deficit round planner.
 
+    ``DUST``: with ``spare_last``, fractions at most this times the job's largest count as zero.
+
     ``shuffle_types``: walk GPU types in a random order each round (Gavel does
     this for type-agnostic policies; seeded with ``seed + 5`` like Gavel).
     ``skip_zero_priority``: never run a job with zero priority on a type
     (Gavel's FIFO policies); otherwise spare GPUs go to such jobs too.
     """
+
+    DUST = 1e-6
 
     def __init__(self, *, shuffle_types: bool = False, skip_zero_priority: bool = False, seed: int = 0,
                  spare_last: bool = False) -> None:
@@ -64,52 +72,67 @@ class GavelRoundPlanner:
         queue: list[tuple[str, JobView, float]] = []
         alloc_index = {t: i for i, t in enumerate(allocation.gpu_types)} if allocation is not None else {}
         rows = [allocation.row(job.job_id) if allocation is not None else None for job in state.jobs]
+        floors = [self.DUST * max(row, default=0.0) if (self.spare_last and row is not None) else 0.0
+                  for row in rows]
         for t in types:
             j = index[t]
             a = alloc_index.get(t)
             entries = []
-            for job, row in zip(state.jobs, rows, strict=True):
+            for job, row, floor in zip(state.jobs, rows, floors, strict=True):
                 x = row[a] if (row is not None and a is not None) else 0.0
-                prio = x / job.received_s[j] if (x > 0 and job.throughputs[j] > 0) else 0.0
+                prio = x / job.received_s[j] if (x > floor and job.throughputs[j] > 0) else 0.0
                 entries.append((prio, job.deficit_s[j], x, job))
             entries.sort(key=lambda e: (-e[0], -e[1], -e[2], e[3].job_id))  # exact ties: lowest id first
             queue.extend((t, e[3], e[0]) for e in entries)
-        if self.spare_last:
-            queue = self._spare_last(queue, index, {t: p for p, t in enumerate(types)})
         left = {t: state.cluster.count(t) for t in types}
-        taken: set[int] = set()
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
+        if not self.spare_last:
+            self._serve(queue, left, chosen, index)
+            return chosen
+        prios: dict[int, dict[str, float]] = {}
         for t, job, prio in queue:
-            if left[t] == 0 or job.job_id in taken:
+            prios.setdefault(job.job_id, {})[t] = prio
+        deferred = self._serve([e for e in queue if e[2] > 0], left, chosen, index, prios)
+        spare = deferred + [e for e in queue if e[2] <= 0]
+        self._serve(sorted(spare, key=self._spare_key(index, {t: p for p, t in enumerate(types)})), left, chosen, index)
+        return chosen
+
+    def _serve(self, queue: list[tuple[str, JobView, float]], left: dict[str, int], chosen: dict[str, list[JobView]],
+               index: dict[str, int], prios: dict[int, dict[str, float]] | None = None
+               ) -> list[tuple[str, JobView, float]]:
+        """Gavel's greedy scan of ``queue``: each job not yet chosen gets ``scale_factor`` GPUs of the entry's
+        type if it has room. With ``prios`` (job -> type -> priority), an entry is put off (returned) while
+        the job has a positive priority on a type where it runs faster and that has room for it."""
+        taken = {job.job_id for jobs in chosen.values() for job in jobs}
+        later: list[tuple[str, JobView, float]] = []
+        for t, job, prio in queue:
+            rate = job.throughputs[index[t]]
+            if left[t] == 0 or job.job_id in taken or rate <= 0:
                 continue
-            if job.throughputs[index[t]] <= 0:
+            if (self.skip_zero_priority and prio <= 0) or job.scale_factor > left[t]:
                 continue
-            if self.skip_zero_priority and prio <= 0:
-                continue
-            if job.scale_factor > left[t]:
+            if prios is not None and any(p > 0 and left[u] >= job.scale_factor and job.throughputs[index[u]] > rate
+                                         for u, p in prios[job.job_id].items()):
+                later.append((t, job, prio))
                 continue
             left[t] -= job.scale_factor
             taken.add(job.job_id)
             chosen[t].append(job)
-        return chosen
+        return later
 
     @staticmethod
-    def _spare_last(queue: list[tuple[str, JobView, float]], index: dict[str, int],
-                    position: dict[str, int]) -> list[tuple[str, JobView, float]]:
-        """Positive priorities first, highest first across types; then zero ones, each job's relatively
-        faster types first."""
-        def served(e: tuple[str, JobView, float]) -> tuple[float, float, int, int]:
+    def _spare_key(index: dict[str, int], position: dict[str, int]
+                   ) -> Callable[[tuple[str, JobView, float]], tuple[bool, float, float, int, int]]:
+        """Order of the second pass: entries put off first, then the job's rate on the type over its best
+        rate, deficit, the type's position in the scan, job id."""
+        def key(e: tuple[str, JobView, float]) -> tuple[bool, float, float, int, int]:
             t, job, prio = e
-            return (-prio, -job.deficit_s[index[t]], position[t], job.job_id)
-
-        def spare(e: tuple[str, JobView, float]) -> tuple[float, float, int, int]:
-            t, job, _ = e
             j = index[t]
             best = max(job.throughputs, default=0.0)
             speed = job.throughputs[j] / best if best > 0 else 0.0
-            return (-speed, -job.deficit_s[j], position[t], job.job_id)
+            return (prio <= 0, -speed, -job.deficit_s[j], position[t], job.job_id)
 
-        return sorted((e for e in queue if e[2] > 0), key=served) + sorted((e for e in queue if e[2] <= 0), key=spare)
+        return key
 
     # -- placement --------------------------------------------------------------
     def _place(self, order: tuple[int, ...], jobs: list[JobView], allocation: Allocation | None) -> list[Lease]:

@@ -92,8 +92,8 @@ class ThroughputTable:
         types = tuple(dict.fromkeys(gpu_types))
         score = dict.fromkeys(types, 0.0)
         columns: dict[str, list[float]] = {t: [] for t in types}
-        for key in sorted(self.rates):
-            per_type = self.rates[key]
+        for row_key in sorted(self.rates):
+            per_type = self.rates[row_key]
             row = [float(per_type.get(t, 0.0)) for t in types]
             best = max(row, default=0.0)
             for t, v in zip(types, row, strict=True):
