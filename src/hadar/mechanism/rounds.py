@@ -19,7 +19,9 @@ where it runs faster and that has room for it (the scan's fastest-first
 rule, per job); and only after every positive priority has been seen do
 the put-off entries and then spare GPUs go out, to each job's relatively
 fastest types first (its rate there over its best rate; ties by deficit,
-the type's position, job id). Gavel's scan, type by type from v100, hands
+the type's position, job id). Under a type-agnostic policy (types shuffled)
+jobs do not seek their fast types: no entry is put off, and spare GPUs go
+by deficit, the type's position and job id. Gavel's scan, type by type from v100, hands
 a lone job a v100 where its priority is zero or small before it reaches
 the p100 its allocation names, where the job runs 2.3x as fast.
 """
@@ -92,9 +94,11 @@ class GavelRoundPlanner:
         prios: dict[int, dict[str, float]] = {}
         for t, job, prio in queue:
             prios.setdefault(job.job_id, {})[t] = prio
-        deferred = self._serve([e for e in queue if e[2] > 0], left, chosen, index, prios)
+        aware = not self.shuffle_types  # a type-agnostic policy's jobs do not seek their fast types
+        deferred = self._serve([e for e in queue if e[2] > 0], left, chosen, index, prios if aware else None)
         spare = deferred + [e for e in queue if e[2] <= 0]
-        self._serve(sorted(spare, key=self._spare_key(index, {t: p for p, t in enumerate(types)})), left, chosen, index)
+        key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware)
+        self._serve(sorted(spare, key=key), left, chosen, index)
         return chosen
 
     def _serve(self, queue: list[tuple[str, JobView, float]], left: dict[str, int], chosen: dict[str, list[JobView]],
@@ -121,15 +125,15 @@ class GavelRoundPlanner:
         return later
 
     @staticmethod
-    def _spare_key(index: dict[str, int], position: dict[str, int]
+    def _spare_key(index: dict[str, int], position: dict[str, int], aware: bool
                    ) -> Callable[[tuple[str, JobView, float]], tuple[bool, float, float, int, int]]:
-        """Order of the second pass: entries put off first, then the job's rate on the type over its best
-        rate, deficit, the type's position in the scan, job id."""
+        """Order of the second pass: entries put off first, then (``aware``: a type-aware policy) the job's
+        rate on the type over its best rate, deficit, the type's position in the scan, job id."""
         def key(e: tuple[str, JobView, float]) -> tuple[bool, float, float, int, int]:
             t, job, prio = e
             j = index[t]
             best = max(job.throughputs, default=0.0)
-            speed = job.throughputs[j] / best if best > 0 else 0.0
+            speed = job.throughputs[j] / best if (aware and best > 0) else 0.0
             return (prio <= 0, -speed, -job.deficit_s[j], position[t], job.job_id)
 
         return key
