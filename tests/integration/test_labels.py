@@ -86,3 +86,20 @@ def test_speed_order_reads_throughputs_never_names() -> None:
     assert multiset.speed_order(("y", "x")) == ("x", "y")
     rows = ThroughputTable({("a", 1): {"x": 2.0, "y": 1.0}, ("b", 1): {"x": 1.0, "y": 2.0}})
     assert rows.speed_order(("y", "x")) == ("x", "y")
+
+
+def test_a_runs_type_order_outlives_node_changes() -> None:
+    from hadar.build import run_cluster
+    from hadar.mechanism.ledger import JobLedger
+    from hadar.model.cluster import Node
+
+    table = ThroughputTable.load()
+    cluster = run_cluster(parse_cluster("k80=2,p100=1,v100=1"), table, gavel_compat=False)
+    assert cluster.gpu_types == ("v100", "p100", "k80")
+    renamed = parse_cluster("gpu_b=2,gpu_a=1,gpu_c=1")
+    assert renamed.gpu_types == ("gpu_b", "gpu_a", "gpu_c")  # no Gavel name: as listed
+    assert run_cluster(renamed, _renamed(table), gavel_compat=False).gpu_types == ("gpu_c", "gpu_a", "gpu_b")
+    ledger = JobLedger(cluster, table, 360.0)
+    seen = parse_cluster("k80=2,p100=1,v100=1").with_down({"v100-0"}).with_node(Node("x", "a100", 1))
+    ledger.set_cluster(seen)  # the executor's view carries no order: the run's is kept, a new type last
+    assert ledger.cluster.gpu_types == ("v100", "p100", "k80", "a100") and ledger.cluster.down == {"v100-0"}
