@@ -37,6 +37,9 @@ def add_parser(sub: Any) -> None:
                    "listed, else the first policy)")
     p.add_argument("--no-ftf", action="store_true", help="skip the `isolated` run that finish-time fairness needs")
     add_output_args(p)
+    from hadar.sweep import add_args as add_parallel_args
+
+    add_parallel_args(p)
     p.set_defaults(func=run_compare)
 
 
@@ -57,27 +60,33 @@ def _policies(args: argparse.Namespace, profiles: dict[str, Any] | None = None) 
 
 
 def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
-    """Run every policy; returns (summaries with ratios, per-policy SimResults, the baseline's name)."""
+    """Run every policy; returns (summaries with ratios, per-policy SimResults, the baseline's name).
+
+    The runs are independent (each loads its own, identical workload), so ``--parallel N`` and
+    ``--address`` run them side by side (``hadar.sweep``) with the same results as one after the other.
+    """
     from hadar.cli_simulate import load_inputs, load_profiles, progress_bar
     from hadar.metrics.summary import ftf
-    from hadar.sim.run import simulate
+    from hadar.sweep import run_tasks
 
     profiles = load_profiles(args)
     names, baseline = _policies(args, profiles)
     want_ftf = not args.no_ftf
-    runs: dict[str, Any] = {}
-    for name in names + (["isolated"] if want_ftf and "isolated" not in names else []):
-        source, cluster, table, kwargs = load_inputs(args)  # a fresh, identical workload per policy
-        total = len(source) if isinstance(source, list) else (kwargs["window"][1] - kwargs["window"][0])
-        with progress_bar(total, name, args) as bar:
-            try:
-                runs[name] = simulate(source, cluster, table, name, record_events=args.out is not None,
-                                      progress=bar.update, profiles=profiles, **kwargs)
-            except HadarError as e:
-                if name != "isolated" or "isolated" in names:
-                    raise
-                raise InputError(f"finish-time fairness needs each job run alone (the `isolated` policy), which "
-                                 f"failed: {e} (--no-ftf skips it)") from None
+    source, _, _, kwargs = load_inputs(args)  # bad input fails here, before any run starts
+    total = len(source) if isinstance(source, list) else (kwargs["window"][1] - kwargs["window"][0])
+    order = names + (["isolated"] if want_ftf and "isolated" not in names else [])
+    tasks = [(args, name, profiles, name == "isolated" and "isolated" not in names) for name in order]
+    with progress_bar(total * len(order), f"{len(order)} runs", args) as bar:
+        finished: list[int] = []
+
+        def done(i: int) -> None:
+            finished.append(i)
+            bar.set_description(f"{len(finished)}/{len(order)} runs")
+
+        results_ = run_tasks(_run_one, tasks, workers=getattr(args, "parallel", 1),
+                             address=getattr(args, "address", None), on_progress=lambda i, n: bar.update(n),
+                             on_done=done)
+    runs = dict(zip(order, results_, strict=True))
     results = []
     for name in names:
         s = dict(runs[name].summary)
@@ -88,6 +97,23 @@ def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
         for key, ratio in RATIO_KEYS.items():
             r[ratio] = r[key] / base[key] if r.get(key) is not None and base.get(key) else None
     return results, runs, baseline
+
+
+def _run_one(task: tuple[argparse.Namespace, str, Any, bool], report: Any) -> Any:
+    """One policy's run of ``compare`` (module level: ``hadar.sweep`` may run it in another process)."""
+    from hadar.cli_simulate import load_inputs
+    from hadar.sim.run import simulate
+
+    args, name, profiles, for_ftf = task
+    source, cluster, table, kwargs = load_inputs(args)  # a fresh, identical workload per policy
+    try:
+        return simulate(source, cluster, table, name, record_events=args.out is not None, progress=report,
+                        profiles=profiles, **kwargs)
+    except HadarError as e:
+        if not for_ftf:
+            raise
+        raise InputError(f"finish-time fairness needs each job run alone (the `isolated` policy), which "
+                         f"failed: {e} (--no-ftf skips it)") from None
 
 
 def run_compare(args: argparse.Namespace) -> int:

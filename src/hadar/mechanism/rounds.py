@@ -63,7 +63,7 @@ class GavelRoundPlanner:
         cluster = state.cluster
         leases: list[Lease] = []
         for t in types:
-            order = tuple(g for n in cluster.nodes_of_type(t) for g in cluster.gpus_of_node(n))
+            order = cluster.gpus_by_type.get(t, ())  # up nodes in index order, each node's GPUs in id order
             leases.extend(self._place(order, chosen[t], allocation))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
 

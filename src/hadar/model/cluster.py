@@ -53,6 +53,7 @@ class Cluster:
     gpus_by_type: dict[str, tuple[int, ...]] = field(init=False)  # GPUs of up nodes only
     up_nodes: tuple[int, ...] = field(init=False)  # indices of the nodes that are up
     up_gpus: tuple[int, ...] = field(init=False)  # GPU ids on nodes that are up
+    node_gpus: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)  # node index -> GPU ids
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -90,6 +91,10 @@ class Cluster:
         object.__setattr__(self, "up_nodes", up)
         up_set = set(up)
         object.__setattr__(self, "up_gpus", tuple(g for g, n in enumerate(node_of) if n in up_set))
+        per_node: list[list[int]] = [[] for _ in self.nodes]
+        for g, n in enumerate(node_of):
+            per_node[n].append(g)
+        object.__setattr__(self, "node_gpus", tuple(tuple(v) for v in per_node))
 
     @property
     def listed_types(self) -> tuple[str, ...]:
@@ -118,8 +123,8 @@ class Cluster:
         return tuple(i for i in self.up_nodes if self.nodes[i].gpu_type == gpu_type)
 
     def gpus_of_node(self, node_index: int) -> tuple[int, ...]:
-        """Every GPU id of a node (up or down)."""
-        return tuple(g for g, n in enumerate(self.node_of) if n == node_index)
+        """Every GPU id of a node (up or down); precomputed, as planners ask for every node each round."""
+        return self.node_gpus[node_index]
 
     def with_down(self, names: frozenset[str] | set[str]) -> Cluster:
         """The same nodes with exactly ``names`` down (GPU ids unchanged)."""
