@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from functools import partial
 
 from hadar.mechanism.pairs import PairCounters, choose_units, pair_leases
 from hadar.model.plan import Lease, RoundPlan
@@ -56,7 +57,7 @@ class GavelRoundPlanner:
         leases: list[Lease] = []
         for t in types:
             order = tuple(g for n in state.cluster.nodes_of_type(t) for g in state.cluster.gpus_of_node(n))
-            leases.extend(pair_leases(state, units[t], lambda jobs, o=order: self._place(o, jobs, allocation)))
+            leases.extend(pair_leases(state, units[t], partial(self._place, order, allocation=allocation)))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
 
     # -- choosing who runs ------------------------------------------------------

@@ -38,6 +38,9 @@ class MaxMinFairnessPacked(GavelPolicy):
 
     NAMES: ClassVar[tuple[str, ...]] = ("max_min_fairness_packed",)
 
+    def __init__(self) -> None:
+        super().__init__(type_aware=True)
+
     def allocate(self, state: SchedulerState) -> Allocation:
         if not state.jobs:
             return empty_allocation(state)
