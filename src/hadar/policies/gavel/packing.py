@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hadar.arrays import FloatArray, IntArray
+from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.model.state import SchedulerState
 from hadar.solve.lp import solve_lp
 
@@ -69,11 +69,12 @@ class Units:
 
 
 def packed_max_min(units: Units, coef_scale: FloatArray, throughputs: FloatArray, job_scale: FloatArray,
-                   capacities: FloatArray) -> tuple[float, FloatArray]:
+                   capacities: FloatArray, demand: BoolArray | None = None) -> tuple[float, FloatArray]:
     """Maximize ``min_i coef_scale_i * sum_u sum_j R_iuj x_uj`` over single and pair units.
 
     Returns ``(tau, x)`` with ``x`` of shape ``(units.count, n)``. Variables are the entries with a
-    positive rate for every member on a type with GPUs; ties among optimal vertices follow HiGHS's
+    positive rate for every member on a type with GPUs; only ``demand`` jobs (default all) bound
+    ``tau``; ties among optimal vertices follow HiGHS's
     dual simplex (deterministic for a given problem; no BLAS involved).
     """
     m, n = throughputs.shape
@@ -94,10 +95,11 @@ def packed_max_min(units: Units, coef_scale: FloatArray, throughputs: FloatArray
     vars_ = col[mem_units[mj], mt]
     time = sp.csr_matrix((np.ones(mj.size), (jobs[mj], vars_)), shape=(m, nv + 1))
     vals = -(coef_scale[jobs[mj]] * rates[mj, mt])
-    demand = sp.csr_matrix((vals, (jobs[mj], vars_)), shape=(m, nv + 1)) + sp.csr_matrix(
-        (np.ones(m), (np.arange(m), np.full(m, nv))), shape=(m, nv + 1))
-    a_ub = sp.vstack([cap, time, demand]).tocsr()
-    b_ub = np.concatenate([capacities, np.ones(m), np.zeros(m)])
+    demand_rows = sp.csr_matrix((vals, (jobs[mj], vars_)), shape=(m, nv + 1)) + sp.csr_matrix(
+        (np.ones(m), (np.arange(m), np.full(m, nv))), shape=(m, nv + 1)).tocsr()
+    keep = np.ones(m, dtype=bool) if demand is None else np.asarray(demand, dtype=bool)
+    a_ub = sp.vstack([cap, time, demand_rows[keep]]).tocsr()
+    b_ub = np.concatenate([capacities, np.ones(m), np.zeros(int(keep.sum()))])
     bounds = np.zeros((nv + 1, 2))
     bounds[:, 1] = np.inf
     c = np.zeros(nv + 1)
