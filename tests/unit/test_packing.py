@@ -79,6 +79,7 @@ def test_a_pair_shares_one_gpu_and_each_job_is_credited_its_co_located_rate():
 @pytest.mark.parametrize(("policy", "jct_h", "makespan_h"), [
     ("max_min_fairness_packed", 3.49, 5.81),
     ("min_total_duration_packed", 4.42, 4.52),
+    ("finish_time_fairness_packed", 3.51, 5.87),
 ])
 def test_medium_test_matches_gavel_within_3_percent(table, policy, jct_h, makespan_h):
     # Gavel's published medium_test numbers (4:4:4, seed 0, 1-GPU jobs only)
@@ -89,7 +90,8 @@ def test_medium_test_matches_gavel_within_3_percent(table, policy, jct_h, makesp
     assert r.summary["makespan_s"] / 3600 == pytest.approx(makespan_h, rel=0.03)
 
 
-@pytest.mark.parametrize("policy", ["max_min_fairness_packed", "min_total_duration_packed"])
+@pytest.mark.parametrize("policy", ["max_min_fairness_packed", "min_total_duration_packed",
+                                    "finish_time_fairness_packed"])
 def test_mixed_gpu_counts_run_to_completion_and_pair_only_equal_counts(table, policy):
     kinds = [(R16, 1), (R32, 1), (R16, 2), (R32, 2), ("ResNet-50 (batch size 64)", 4), (R16, 1)]
     jobs = [job(i, jt, sf=sf, steps=3000.0) for i, (jt, sf) in enumerate(kinds)]

@@ -69,12 +69,14 @@ class Units:
 
 
 def packed_max_min(units: Units, coef_scale: FloatArray, throughputs: FloatArray, job_scale: FloatArray,
-                   capacities: FloatArray, demand: BoolArray | None = None) -> tuple[float, FloatArray]:
+                   capacities: FloatArray, demand: BoolArray | None = None,
+                   spread: bool = False) -> tuple[float, FloatArray]:
     """Maximize ``min_i coef_scale_i * sum_u sum_j R_iuj x_uj`` over single and pair units.
 
     Returns ``(tau, x)`` with ``x`` of shape ``(units.count, n)``. Variables are the entries with a
     positive rate for every member on a type with GPUs; only ``demand`` jobs (default all) bound
-    ``tau``; ties among optimal vertices follow HiGHS's
+    ``tau``; ``spread``: among the optimal points, the one with the largest sum of the demand jobs'
+    normalized throughputs (leftover capacity goes to non-bottleneck jobs); ties among optimal vertices follow HiGHS's
     dual simplex (deterministic for a given problem; no BLAS involved).
     """
     m, n = throughputs.shape
@@ -105,6 +107,19 @@ def packed_max_min(units: Units, coef_scale: FloatArray, throughputs: FloatArray
     c = np.zeros(nv + 1)
     c[-1] = -1.0
     res = solve_lp(c, a_ub, b_ub, bounds, "packed max-min fairness LP")
+    if spread:  # second LP: keep the optimum, then maximize the sum of the jobs' normalized throughputs
+        bounds[-1, 0] = float(res.x[-1]) * (1.0 - 1e-9)
+        c2 = np.asarray(demand_rows[keep].sum(axis=0)).ravel()
+        c2[-1] = 0.0
+        res = solve_lp(c2, a_ub, b_ub, bounds, "packed max-min fairness LP (spread)")
     x = np.zeros((u_count, n))
     x[uu, tt] = np.clip(res.x[:nv], 0.0, 1.0)
     return float(res.x[-1]), x
+
+
+def effective_throughputs(units: Units, throughputs: FloatArray, x: FloatArray) -> FloatArray:
+    """Each job's steps/s under ``x`` (units x types): its rate in every unit holding it, weighted by time."""
+    jobs, mem_units, rates = units.member_rates(throughputs)
+    per_member = (rates * x[mem_units]).sum(axis=1)
+    out: FloatArray = np.bincount(jobs, weights=per_member, minlength=units.m).astype(float)
+    return out
