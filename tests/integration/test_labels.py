@@ -42,7 +42,8 @@ def test_a_lone_job_on_an_idle_cluster_runs_on_its_fastest_type(policy: str) -> 
 
 
 def _renamed(table: ThroughputTable) -> ThroughputTable:
-    return ThroughputTable({k: {RENAME[t]: v for t, v in row.items()} for k, row in table.rates.items()}, "renamed")
+    return ThroughputTable({k: {RENAME[t]: v for t, v in row.items()} for k, row in table.rates.items()}, "renamed",
+                           {k: {RENAME[t]: v for t, v in row.items()} for k, row in table.pairs.items()})
 
 
 def _jobs() -> list[Job]:

@@ -209,13 +209,14 @@ class JobLedger:
         finished: list[int] = []
         # per job, as the opportunities are: a forked job whose copies keep their GPUs counts once
         self.lease_extensions += len({lease.job_id for lease in plan.leases if lease.extended} & prev.keys())
+        gpu_busy: dict[int, float] = {}  # a GPU shared by a pair is busy while either job runs
         for res in report.results:
             rec = self.records[res.job_id]
             if rec.cancelled_s is not None:
                 continue  # cancelled while the round ran: its work no longer counts
             busy = max(0.0, res.end_s - report.start_s)
             for g in res.gpus:
-                self.gpu_busy_s[g] += busy
+                gpu_busy[g] = max(gpu_busy.get(g, 0.0), busy)
             ran.setdefault(res.job_id, []).extend(res.gpus)
             g0 = res.gpus[0] if res.gpus else 0
             if self.track_copies:
@@ -237,6 +238,8 @@ class JobLedger:
             if rec.remaining <= DONE_EPS * max(1.0, float(rec.job.total_steps)) and rec.finish_s is None:
                 rec.remaining = 0.0
                 rec.finish_s = max(res.end_s, rec.finish_s or 0.0)
+        for g, busy in gpu_busy.items():
+            self.gpu_busy_s[g] += busy
         for jid, rec in self.active.items():
             gpus = tuple(sorted(ran.get(jid, ())))
             if gpus:

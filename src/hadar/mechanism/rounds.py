@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from functools import partial
 
+from hadar.mechanism.pairs import PairCounters, choose_units, pair_leases
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, JobView, SchedulerState
 
@@ -54,17 +56,29 @@ class GavelRoundPlanner:
         self.skip_zero_priority = skip_zero_priority
         self.spare_last = spare_last
         self._rng = random.Random(seed + 5)
+        self._pairs = PairCounters()  # space-sharing allocations only (mechanism/pairs.py)
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         types = list(state.gpu_types)
         if self.shuffle_types:
             self._rng.shuffle(types)
+        if allocation is not None and allocation.pairs:
+            return self._plan_units(state, allocation, types)
         chosen = self._choose(state, allocation, types)
         cluster = state.cluster
         leases: list[Lease] = []
         for t in types:
             order = cluster.gpus_by_type.get(t, ())  # up nodes in index order, each node's GPUs in id order
             leases.extend(self._place(order, chosen[t], allocation))
+        return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
+
+    def _plan_units(self, state: SchedulerState, allocation: Allocation, types: list[str]) -> RoundPlan:
+        """Space sharing: units (jobs alone, pairs) instead of jobs; see mechanism/pairs.py."""
+        units = choose_units(state, allocation, types, self._pairs)
+        leases: list[Lease] = []
+        for t in types:
+            order = tuple(g for n in state.cluster.nodes_of_type(t) for g in state.cluster.gpus_of_node(n))
+            leases.extend(pair_leases(state, units[t], partial(self._place, order, allocation=allocation)))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
 
     # -- choosing who runs ------------------------------------------------------

@@ -12,6 +12,8 @@ class Lease:
 
     ``extended`` is True when the same copy held exactly these GPUs in the
     previous round (Gavel's lease extension: no checkpoint/restore needed).
+    ``partner_id``/``partner_type``: the job sharing these GPUs (space sharing), -1/"" when alone;
+    the lease then runs at the job's co-located rate with that partner.
     """
 
     job_id: int
@@ -21,6 +23,8 @@ class Lease:
     max_steps: float
     copy: int = 0
     extended: bool = False
+    partner_id: int = -1
+    partner_type: str = ""
 
 
 @dataclass(frozen=True, slots=True)

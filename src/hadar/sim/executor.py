@@ -18,7 +18,8 @@ class SimulatedExecutor:
     count the table lacks, ``ThroughputTable.rate_on``'s scaling); on
     several types (Hadar's task-level placements): ``sync`` model = the
     slowest type's ``X[type, W, r]``; ``additive`` = sum over types of
-    (GPUs of r) x ``X[type, W, r] / W``.
+    (GPUs of r) x ``X[type, W, r] / W``. A lease sharing its GPUs with a
+    partner (space sharing) runs at the table's co-located rate of the pair.
     """
 
     def __init__(self, cluster: Cluster, table: ThroughputTable, rate_model: str = "sync") -> None:
@@ -27,7 +28,7 @@ class SimulatedExecutor:
         self.cluster = cluster
         self.table = table
         self.rate_model = rate_model
-        self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
+        self._cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
 
     def estimate_rate(self, lease: Lease) -> float:
         """The simulated rate is exact: the lease makes exactly this many steps/s."""
@@ -39,7 +40,7 @@ class SimulatedExecutor:
 
     def rate(self, lease: Lease) -> float:
         """Steps/s of the lease (cached per job type, scale factor and GPU set)."""
-        key = (lease.job_type, lease.scale_factor, lease.gpus)
+        key = (lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type)
         rate = self._cache.get(key)
         if rate is None:
             if len(self._cache) > 100_000:
@@ -55,6 +56,8 @@ class SimulatedExecutor:
         k = len(lease.gpus)
         if len(types) == 1:
             (t,) = types
+            if lease.partner_type:  # space sharing: the job's own rate next to its partner
+                return self.table.pair_rates(lease.job_type, lease.partner_type, k, t)[0]
             # a HadarE copy may use k < W GPUs with no k entry: the table's rule for that
             return self.table.rate_on(lease.job_type, k, t)
         w = lease.scale_factor

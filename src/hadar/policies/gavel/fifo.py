@@ -112,3 +112,40 @@ class Fifo:
         assigned = {state.jobs[i].job_id: state.gpu_types[int(np.argmax(x[i]))] for i in range(len(state.jobs))
                     if x[i].any()}
         return Allocation.for_state(state, x, memo={MEMO_ASSIGNED: assigned})
+
+
+#: a queued job joins a running one when their normalized co-located throughputs sum above this (Gavel)
+PACKING_THRESHOLD = 1.5
+
+
+@register("fifo_packed", "FIFO with space sharing: fifo_perf, then each queued job shares the GPUs of the first "
+                         "running job it packs well with (normalized pair throughput > 1.5, Gavel)")
+class FifoPacked:
+    TRAITS: ClassVar[PolicyTraits] = PolicyTraits(skip_zero_priority=True)
+    name: ClassVar[str] = "fifo_packed"
+    traits: ClassVar[PolicyTraits] = TRAITS
+
+    def allocate(self, state: SchedulerState) -> Allocation:
+        base = FifoPerf().allocate(state)
+        if not state.jobs:
+            return base
+        x = np.array(base.fractions)
+        inp = Inputs.of(state)
+        order = arrival_order(state)
+        alone = [i for i in order if x[i].any()]  # running jobs still alone, in arrival order
+        pairs: dict[tuple[int, int], tuple[float, ...]] = {}
+        for b in (i for i in order if not x[i].any()):
+            for a in alone:
+                j = int(np.argmax(x[a]))
+                if inp.scale_factors[a] != inp.scale_factors[b] or inp.throughputs[b, j] <= 0:
+                    continue
+                ja, jb = state.jobs[a], state.jobs[b]
+                ra, rb = state.table.pair_rates(ja.job_type, jb.job_type, ja.scale_factor, state.gpu_types[j])
+                if ra / inp.throughputs[a, j] + rb / inp.throughputs[b, j] > PACKING_THRESHOLD:
+                    x[a, j] = 0.0
+                    share = [0.0] * len(state.gpu_types)
+                    share[j] = 1.0
+                    pairs[(ja.job_id, jb.job_id)] = tuple(share)
+                    alone.remove(a)
+                    break
+        return Allocation.for_state(state, x, pairs=pairs)
