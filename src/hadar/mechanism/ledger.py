@@ -118,7 +118,7 @@ class JobLedger:
                 priority_weight=r.job.priority_weight, arrival_s=r.job.arrival_s,
                 total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
                 first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
-                received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s),
+                received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.job.restart_cost_s,
             )
             for r in self.active.values()
         )

@@ -12,6 +12,8 @@ class Lease:
 
     ``extended`` is True when the same copy held exactly these GPUs in the
     previous round (Gavel's lease extension: no checkpoint/restore needed).
+    ``restart_s`` is what a lease that is not extended loses to the restore at its start (the
+    job's ``restart_s``); ``lost_s`` is what this lease loses.
     """
 
     job_id: int
@@ -21,6 +23,12 @@ class Lease:
     max_steps: float
     copy: int = 0
     extended: bool = False
+    restart_s: float = 0.0
+
+    @property
+    def lost_s(self) -> float:
+        """Seconds of the round this lease spends restoring before its first step (0 when extended)."""
+        return 0.0 if self.extended else self.restart_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ class JobView:
     # Gavel's round-mechanism counters, per type in ``gpu_types`` order:
     received_s: tuple[float, ...] = ()  # seconds run on the type since the last reset (+ round/2 seed)
     deficit_s: tuple[float, ...] = ()  # time it should have had minus time it had, over past resets
+    restart_s: float = 0.0  # seconds a start or a move to other GPUs costs it (``Job.restart_s``)
 
     @property
     def done_steps(self) -> float:
