@@ -120,7 +120,8 @@ class SimulatedExecutor:
         d = [min(x, plan.duration_s) for x in lost]
         full = [math.floor(r * (plan.duration_s - x)) for r, x in zip(rates, d, strict=True)]
         if sum(full) <= remaining:
-            return [LeaseResult(lease.job_id, lease.copy, lease.gpus, float(n), plan.start_s + x + (n / r if r > 0 else 0))
+            return [LeaseResult(lease.job_id, lease.copy, lease.gpus, float(n),
+                                plan.start_s + x + (n / r if r > 0 else 0))
                     for lease, r, n, x in zip(leases, rates, full, d, strict=True)]
         t = _shared_finish(rates, d, remaining)
         return [LeaseResult(lease.job_id, lease.copy, lease.gpus, r * max(0.0, t - x),
