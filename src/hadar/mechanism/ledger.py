@@ -54,6 +54,7 @@ class JobRecord:
     failed_s: float | None = None  # when it ended as failed (it will not run again)
     failure: str = ""  # why
     cancelled_s: float | None = None  # when it was cancelled
+    restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, restore s left) of last round's leases
 
     @property
     def status(self) -> str:
@@ -119,6 +120,7 @@ class JobLedger:
                 total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
                 first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
                 received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.job.restart_cost_s,
+                restoring=r.restoring,
             )
             for r in self.active.values()
         )
@@ -204,6 +206,7 @@ class JobLedger:
         prev = {jid: r.prev_gpus for jid, r in self.active.items() if r.prev_gpus}
         self.lease_opportunities += len(prev)
         ran: dict[int, list[int]] = {}
+        restoring: dict[int, list[tuple[tuple[int, ...], float]]] = {}
         finished: list[int] = []
         # per job, as the opportunities are: a forked job whose copies keep their GPUs counts once
         self.lease_extensions += len({lease.job_id for lease in plan.leases if lease.extended} & prev.keys())
@@ -215,6 +218,8 @@ class JobLedger:
             for g in res.gpus:
                 self.gpu_busy_s[g] += busy
             ran.setdefault(res.job_id, []).extend(res.gpus)
+            if res.restore_left_s > 0:
+                restoring.setdefault(res.job_id, []).append((res.gpus, res.restore_left_s))
             g0 = res.gpus[0] if res.gpus else 0
             if self.track_copies:
                 rec.copies.append(CopyRound(self.rounds, res.copy, self.cluster.node_of[g0],
@@ -242,6 +247,7 @@ class JobLedger:
                     rec.restarts += 1  # resumed elsewhere or after a pause: checkpoint restore
                 rec.rounds_run += 1
             rec.prev_gpus = gpus
+            rec.restoring = tuple(restoring.get(jid, ()))
         for jid in [j for j, r in self.active.items() if r.ended]:
             del self.active[jid]
             finished.append(jid)

@@ -13,7 +13,8 @@ class Lease:
     ``extended`` is True when the same copy held exactly these GPUs in the
     previous round (Gavel's lease extension: no checkpoint/restore needed).
     ``restart_s`` is what a lease that is not extended loses to the restore at its start (the
-    job's ``restart_s``); ``lost_s`` is what this lease loses.
+    job's ``restart_s``); ``owed_s``, what an extended lease still owes of a restore the last
+    round cut short; ``lost_s`` is what this lease loses.
     """
 
     job_id: int
@@ -24,11 +25,12 @@ class Lease:
     copy: int = 0
     extended: bool = False
     restart_s: float = 0.0
+    owed_s: float = 0.0
 
     @property
     def lost_s(self) -> float:
-        """Seconds of the round this lease spends restoring before its first step (0 when extended)."""
-        return 0.0 if self.extended else self.restart_s
+        """Seconds of the round this lease spends restoring before its first step."""
+        return self.owed_s if self.extended else self.restart_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ class LeaseResult:
     job's code raised): its steps are 0 and the job resumes from its last
     checkpoint next round, unless ``fatal``: the job cannot go on (it failed
     too often) and ends as failed, with ``error`` as the reason.
+    ``restore_left_s``: the part of the lease's restore the round was too short for.
     """
 
     job_id: int
@@ -66,6 +69,7 @@ class LeaseResult:
     metrics: dict[str, float] = field(default_factory=dict)
     error: str = ""
     fatal: bool = False
+    restore_left_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

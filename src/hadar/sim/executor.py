@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
@@ -20,9 +21,10 @@ class SimulatedExecutor:
     slowest type's ``X[type, W, r]``; ``additive`` = sum over types of
     (GPUs of r) x ``X[type, W, r] / W``.
 
-    Restarts (``charge_restarts``): a lease that is not extended first spends its
-    ``restart_s`` restoring, then steps; a restore longer than the round (cut short)
-    carries its rest into the next round if the lease keeps its GPUs.
+    Restarts (``charge_restarts``): a lease first spends its ``lost_s`` restoring (its
+    job's ``restart_s`` unless extended), then steps; a restore longer than the round (cut
+    short) reports its rest (``restore_left_s``), which the lease owes next round if it keeps
+    its GPUs.
     """
 
     def __init__(self, cluster: Cluster, table: ThroughputTable, rate_model: str = "sync",
@@ -34,7 +36,6 @@ class SimulatedExecutor:
         self.rate_model = rate_model
         self.charge_restarts = charge_restarts
         self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
-        self._restoring: dict[tuple[int, tuple[int, ...]], float] = {}  # (job, GPUs) -> restore left (s)
 
     def estimate_rate(self, lease: Lease) -> float:
         """The simulated rate is exact: the lease makes exactly this many steps/s."""
@@ -73,29 +74,21 @@ class SimulatedExecutor:
         by_job: dict[int, list[Lease]] = {}
         for lease in plan.leases:
             by_job.setdefault(lease.job_id, []).append(lease)
-        lost = self._restores(plan)
         results: list[LeaseResult] = []
         for leases in by_job.values():
             if len(leases) == 1:
-                results.append(self._run_one(leases[0], plan, lost.get((leases[0].job_id, leases[0].gpus), 0.0)))
+                results.append(self._run_one(leases[0], plan, self._lost(leases[0])))
             else:
-                results.extend(self._run_copies(leases, plan, [lost.get((x.job_id, x.gpus), 0.0) for x in leases]))
+                results.extend(self._run_copies(leases, plan, [self._lost(x) for x in leases]))
+        if self.charge_restarts:  # what a round too short for a restore leaves of it
+            results = [replace(r, restore_left_s=lost - plan.duration_s) if lost > plan.duration_s else r
+                       for r, lost in zip(results, (self._lost(x) for x in _in_order(by_job)), strict=True)]
         end = max((r.end_s for r in results), default=plan.start_s)
         return RoundReport(plan.start_s, end, tuple(results))
 
-    def _restores(self, plan: RoundPlan) -> dict[tuple[int, tuple[int, ...]], float]:
-        """(job, GPUs) -> seconds of this round the lease spends restoring (its ``lost_s``, or, extended, the
-        rest of a restore an earlier round cut short); remembers what this round leaves unfinished."""
-        if not self.charge_restarts:
-            return {}
-        lost: dict[tuple[int, tuple[int, ...]], float] = {}
-        for lease in plan.leases:
-            key = (lease.job_id, lease.gpus)
-            d = self._restoring.get(key, 0.0) if lease.extended else lease.restart_s
-            if d > 0:
-                lost[key] = d
-        self._restoring = {k: d - plan.duration_s for k, d in lost.items() if d > plan.duration_s}
-        return lost
+    def _lost(self, lease: Lease) -> float:
+        """Seconds of the round the lease spends restoring (none when restarts are not charged)."""
+        return lease.lost_s if self.charge_restarts else 0.0
 
     def _run_one(self, lease: Lease, plan: RoundPlan, lost_s: float = 0.0) -> LeaseResult:
         rate = self.rate(lease)
@@ -142,3 +135,8 @@ def _shared_finish(rates: list[float], delays: list[float], steps: float) -> flo
             if i + 1 == len(levels) or t <= levels[i + 1]:
                 return t
     return max(levels)
+
+
+def _in_order(by_job: dict[int, list[Lease]]) -> list[Lease]:
+    """The leases in the order ``run_round`` reports their results."""
+    return [lease for leases in by_job.values() for lease in leases]
