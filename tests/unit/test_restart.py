@@ -168,3 +168,14 @@ def test_one_job_alone_finishes_restart_s_later_and_gavel_compat_charges_nothing
                     gavel_compat=True).rows[0].jct_s == pytest.approx(free, abs=0.1)
     own = simulate([_job(0, steps=10_000.0, restart_s=10.0)], cluster, TABLE, name, restart_s=60.0).rows[0].jct_s
     assert own == pytest.approx(free + 10.0, abs=0.1)  # the job's own figure wins over the default
+
+
+def test_a_measured_restart_weighs_only_where_the_job_gives_none():
+    from hadar.mechanism.ledger import JobLedger
+
+    ledger = JobLedger(parse_cluster("1:0:0"), TABLE, 360.0)
+    ledger.add(_job(0))
+    ledger.add(_job(1, restart_s=5.0))
+    assert [j.restart_s for j in ledger.snapshot(0.0).jobs] == [0.0, 5.0]
+    ledger.set_measured_restarts({0: 12.5, 1: 40.0})
+    assert [j.restart_s for j in ledger.snapshot(0.0).jobs] == [12.5, 5.0]

@@ -55,6 +55,14 @@ class JobRecord:
     failure: str = ""  # why
     cancelled_s: float | None = None  # when it was cancelled
     restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, restore s left) of last round's leases
+    measured_restart_s: float | None = None  # the runtime's measured restart cost (used if the job gives none)
+
+    @property
+    def restart_s(self) -> float:
+        """The job's restart cost: its own ``restart_s``, else the measured one, else 0."""
+        if self.job.restart_s is not None:
+            return self.job.restart_s
+        return self.measured_restart_s if self.measured_restart_s is not None else 0.0
 
     @property
     def status(self) -> str:
@@ -119,13 +127,21 @@ class JobLedger:
                 priority_weight=r.job.priority_weight, arrival_s=r.job.arrival_s,
                 total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
                 first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
-                received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.job.restart_cost_s,
+                received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.restart_s,
                 restoring=r.restoring,
             )
             for r in self.active.values()
         )
         return SchedulerState(now_s=now_s, round_s=self.round_s, cluster=self.cluster, jobs=views,
                               table=self.table, memo=self.memo)
+
+    def set_measured_restarts(self, measured: Mapping[int, float]) -> None:
+        """Restart costs the runtime measured (job id -> s): a job that gives no ``restart_s`` is weighed
+        with its measured one from the next snapshot on."""
+        for jid, s in measured.items():
+            rec = self.active.get(jid)
+            if rec is not None:
+                rec.measured_restart_s = s
 
     def update_table(self, table: ThroughputTable, *, resolve_if_moved: float | None = None) -> None:
         """Use ``table`` from now on (e.g. the runtime's measured throughputs): refreshes active jobs' rates.
