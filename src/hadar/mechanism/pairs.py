@@ -103,5 +103,6 @@ def pair_leases(state: SchedulerState, chosen: list[Unit],
         leases.append(replace(lease, partner_id=b, partner_type=jb.job_type))
         leases.append(Lease(job_id=b, job_type=jb.job_type, scale_factor=jb.scale_factor, gpus=lease.gpus,
                             max_steps=jb.remaining_steps, extended=lease.gpus == jb.previous_gpus,
-                            partner_id=lease.job_id, partner_type=lease.job_type))
+                            partner_id=lease.job_id, partner_type=lease.job_type,
+                            restart_s=jb.restart_s, owed_s=jb.owed_s(lease.gpus)))
     return leases

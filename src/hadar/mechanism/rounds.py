@@ -182,5 +182,6 @@ class GavelRoundPlanner:
         for jid, gpus in placed.items():
             job = by_id[jid]
             leases.append(Lease(job_id=jid, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
-                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus))
+                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus,
+                                restart_s=job.restart_s, owed_s=job.owed_s(gpus)))
         return leases

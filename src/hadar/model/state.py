@@ -36,6 +36,12 @@ class JobView:
     # Gavel's round-mechanism counters, per type in ``gpu_types`` order:
     received_s: tuple[float, ...] = ()  # seconds run on the type since the last reset (+ round/2 seed)
     deficit_s: tuple[float, ...] = ()  # time it should have had minus time it had, over past resets
+    restart_s: float = 0.0  # seconds a start or a move to other GPUs costs it (``Job.restart_s``)
+    restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, s): restores a cut round left unfinished
+
+    def owed_s(self, gpus: tuple[int, ...]) -> float:
+        """Restore time still owed by a lease on exactly ``gpus`` that the last round cut short (else 0)."""
+        return next((s for g, s in self.restoring if g == gpus), 0.0)
 
     @property
     def done_steps(self) -> float:

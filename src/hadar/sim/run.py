@@ -17,11 +17,12 @@ from hadar.mechanism.admission import validate_jobs
 from hadar.metrics.bound import bound_summary
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
-from hadar.model.job import Job
+from hadar.model.job import Job, check_restart_s
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
 from hadar.sim.executor import SimulatedExecutor
+from hadar.sim.trace import with_restart_s
 from hadar.sources import Workload
 
 
@@ -39,7 +40,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
              round_s: float = 360.0, seed: int = 0, gavel_compat: bool = False, window: tuple[int, int] | None = None,
              limit: int | None = None, record_events: bool = False, progress: Any = None,
              policy_kwargs: dict[str, Any] | None = None, rate_model: str | None = None,
-             profiles: Mapping[str, PolicySpec] | None = None) -> SimResult:
+             profiles: Mapping[str, PolicySpec] | None = None, restart_s: float | None = None) -> SimResult:
     """Run ``policy`` (a registered name, a profile name from ``profiles``, or an instance) on the
     workload; returns the summary and per-job rows of measured jobs.
 
@@ -47,15 +48,21 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     default: the policy's own (its traits). The summary carries the limits of spec/hadar.md
     section 5 (metrics/bound.py); for a forking policy (HadarE) TTD is taken against the forking
     limit. ``policy_kwargs`` set parameters of a policy given by name (as a profile would).
+    ``restart_s``: the restart cost of jobs that give none (``--restart-s``; None = 0); the executor
+    charges each job's at every start and move, except under ``gavel_compat`` (Gavel charges none).
     """
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be positive and finite (seconds), got {round_s}")
+    if restart_s is not None:
+        check_restart_s(restart_s, "--restart-s")
+        source = [with_restart_s(j, restart_s) for j in source] if isinstance(source, list) else (
+            with_restart_s(j, restart_s) for j in source)
     run = policy_for_run(policy, seed=seed, gavel_compat=gavel_compat, profiles=profiles, params=policy_kwargs)
     pol, traits = run.policy, run.policy.traits
     validate_jobs(source if isinstance(source, list) else [], cluster, table, spans_types=traits.spans_types)
     workload = Workload(source, window=window, limit=limit)
     events: list[dict[str, Any]] = []
-    executor = SimulatedExecutor(cluster, table, rate_model or traits.rate_model)
+    executor = SimulatedExecutor(cluster, table, rate_model or traits.rate_model, charge_restarts=not gavel_compat)
     engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=round_s, seed=seed,
                           gavel_compat=gavel_compat, track_copies=record_events,
                           on_event=events.append if record_events else None, on_progress=progress)

@@ -11,9 +11,10 @@ By default (``plan="lp"``) the round is then taken from a fluid plan of all
 remaining work instead (keeper.jct_plan), in whole gangs, and the TTD
 keeper checks it. The result is whole GPU counts per job and type; the
 placement planner picks the GPU ids (a job whose counts per type do not
-change keeps exactly its GPUs: no restart); ``restart_s`` > 0 discounts
-every other placement by the share of the round a checkpoint restore would
-cost.
+change keeps exactly its GPUs: no restart); a job's restart cost (its own
+``restart_s``, the figure the simulator charges, or the policy's
+``restart_s`` where set) discounts every other placement by the share of
+the round a checkpoint restore would cost.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class HadarPolicy:
         "exponent": "exponent of the `jct` utility's shortest-remaining term",
         "aging_s": "a job's weight grows by 1 for every this many seconds it waited without GPUs (null: off)",
         "restart_s": "checkpoint-restore cost (s) charged to any placement other than the job's previous one "
-                     "(0, as Gavel's simulator)",
+                     "(null: each job's own `restart_s`, the cost the simulator charges: 0 unless the job file "
+                     "or `--restart-s` gives one)",
         "fill": "after the priced pass, give GPUs still free to waiting jobs",
         "keep_slack": "TTD keeper: a round may push the horizon of all remaining work out by at most this share "
                       "of a round, else it is re-planned (null: keeper off)",
@@ -76,14 +78,14 @@ class HadarPolicy:
     name: ClassVar[str] = "hadar"
 
     def __init__(self, *, utility: str = "jct", rate_model: str = "sync", steepness: float = 0.25,
-                 exponent: float = 1.0, aging_s: float | None = None, restart_s: float = 0.0,
+                 exponent: float = 1.0, aging_s: float | None = None, restart_s: float | None = None,
                  fill: bool = True, keep_slack: float | None = 0.01, keep_busy: float | None = 0.1,
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_max_jobs: int = 1024,
                  first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
                  plan_max_jobs: int = 256) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
-        _check(steepness >= 0 and restart_s >= 0 and (aging_s is None or aging_s > 0),
+        _check(steepness >= 0 and (restart_s is None or restart_s >= 0) and (aging_s is None or aging_s > 0),
                "steepness and restart_s must be >= 0, aging_s > 0")
         _check(plan in ("lp", "pack"), f"unknown Hadar plan {plan!r} (lp or pack)")
         _check(plan_total >= 1, f"plan_total must be >= 1 (a multiple of the horizon), got {plan_total}")
@@ -169,14 +171,15 @@ class HadarPolicy:
         regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
         order = np.lexsort((-regret, -per_gpu))  # ties: who loses most without its best type goes first
         prev_counts = gangs.previous_counts(state)
-        discount = 1.0 - min(self.restart_s / state.round_s, 1.0)
+        restart = np.array([j.restart_s if self.restart_s is None else self.restart_s for j in state.jobs])
+        discount = 1.0 - np.minimum(restart / state.round_s, 1.0)
         counts: Counts = {}
         waiting: list[int] = []
         for pos_i, i in enumerate(order):
             if book.free.sum() == 0:
                 waiting.extend(int(k) for k in order[pos_i:])
                 break
-            offer = gangs.respond(book, x[i], value[i], int(scale[i]), prev_counts.get(int(i)), discount,
+            offer = gangs.respond(book, x[i], value[i], int(scale[i]), prev_counts.get(int(i)), float(discount[i]),
                                   self.rate_model)
             if offer is not None and offer.payoff > 0:
                 book.take(offer.counts)
