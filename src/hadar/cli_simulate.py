@@ -59,6 +59,9 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     c.add_argument("--gavel-compat", action="store_true", help="re-solve at most every 1,920 s, as Gavel's "
                    "published simulator (default: at the next round after any arrival or completion)")
+    c.add_argument("--fork-efficiency", type=Path, metavar="FILE", help="what forked copies' steps are worth, per "
+                   "job family (`hadar experiment fork-efficiency --out FILE`; default: ideal, full credit); "
+                   "compare runs each forking policy both ways")
 
 
 def add_profiles_arg(p: argparse.ArgumentParser) -> None:
@@ -89,6 +92,10 @@ def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]
     cluster = parse_cluster(args.cluster, args.gpus_per_node)
     table = ThroughputTable.load(args.throughputs)
     kwargs: dict[str, Any] = {"round_s": args.round_s, "seed": args.seed, "gavel_compat": args.gavel_compat}
+    if getattr(args, "fork_efficiency", None) is not None:
+        from hadar.model.fork_efficiency import ForkEfficiency
+
+        kwargs["fork_efficiency"] = ForkEfficiency.load(args.fork_efficiency)
     if args.window is not None:
         a, b = args.window
         if a < 0 or b <= a:

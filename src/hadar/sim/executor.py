@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from hadar.model.cluster import Cluster
+from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
 
@@ -19,14 +20,20 @@ class SimulatedExecutor:
     several types (Hadar's task-level placements): ``sync`` model = the
     slowest type's ``X[type, W, r]``; ``additive`` = sum over types of
     (GPUs of r) x ``X[type, W, r] / W``.
+
+    Forked copies (HadarE: several leases of one job in a round) are credited
+    ``fork_efficiency.factor(job type, k)`` x their steps (k copies; default
+    ``IDEAL``: factor 1, every copy's steps count in full).
     """
 
-    def __init__(self, cluster: Cluster, table: ThroughputTable, rate_model: str = "sync") -> None:
+    def __init__(self, cluster: Cluster, table: ThroughputTable, rate_model: str = "sync",
+                 fork_efficiency: ForkEfficiency = IDEAL) -> None:
         if rate_model not in ("sync", "additive"):
             raise ValueError(f"unknown rate model {rate_model!r}")
         self.cluster = cluster
         self.table = table
         self.rate_model = rate_model
+        self.fork_efficiency = fork_efficiency
         self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
 
     def estimate_rate(self, lease: Lease) -> float:
@@ -87,11 +94,14 @@ class SimulatedExecutor:
     def _run_copies(self, leases: list[Lease], plan: RoundPlan) -> list[LeaseResult]:
         """Forked copies of one job (HadarE) share its remaining steps.
 
-        Each copy runs at its own rate; if together they can do more than the
-        job has left, all stop when the sum reaches it (the job tracker sees
-        the job finish), at ``start + remaining / sum(rates)``.
+        Each copy runs at its own rate times the fork efficiency eff(k) of its
+        job's k copies (its credited steps are unforked-equivalent steps); if
+        together they can do more than the job has left, all stop when the sum
+        reaches it (the job tracker sees the job finish), at
+        ``start + remaining / sum(rates)``.
         """
-        rates = [self.rate(lease) for lease in leases]
+        eff = self.fork_efficiency.factor(leases[0].job_type, len(leases))
+        rates = [self.rate(lease) * eff for lease in leases]
         remaining = min(lease.max_steps for lease in leases)
         full = [math.floor(r * plan.duration_s) for r in rates]
         if sum(full) <= remaining:
