@@ -59,9 +59,9 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     c.add_argument("--gavel-compat", action="store_true", help="re-solve at most every 1,920 s, as Gavel's "
                    "published simulator (default: at the next round after any arrival or completion)")
-    c.add_argument("--fork-efficiency", type=Path, metavar="FILE", help="what forked copies' steps are worth, per "
-                   "job family (`hadar experiment fork-efficiency --out FILE`; default: ideal, full credit); "
-                   "compare runs each forking policy both ways")
+    c.add_argument("--fork-efficiency", metavar="FILE", help="what forked copies' steps are worth, per job family: "
+                   "a file of `hadar experiment fork-efficiency --out FILE`, or 'calibrated' (the bundled "
+                   "measurement; default: ideal, full credit); compare runs each forking policy both ways")
 
 
 def add_profiles_arg(p: argparse.ArgumentParser) -> None:

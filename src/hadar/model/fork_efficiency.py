@@ -43,6 +43,7 @@ DEFAULT_FAMILIES: Mapping[str, str] = MappingProxyType({
     "Transformer": "transformer",
     "Recommendation": "recommendation", "Recoder": "recommendation",
 })
+BUNDLED = "calibrated"  # the name of the shipped calibration file
 _KEYS = frozenset({"model", "families", "job_types", "default", "calibration", "note"})
 
 
@@ -88,7 +89,13 @@ class ForkEfficiency:
 
     @classmethod
     def load(cls, path: str | Path) -> ForkEfficiency:
-        """Read a calibration file (JSON); anything malformed raises ``InputError`` naming the problem."""
+        """Read a calibration file (JSON), or ``calibrated``: the bundled one (``hadar/data/fork_efficiency.json``,
+        measured as docs/hadar.md says); anything malformed raises ``InputError`` naming the problem."""
+        if str(path) == BUNDLED:
+            from importlib import resources
+
+            text = resources.files("hadar.data").joinpath("fork_efficiency.json").read_text()
+            return cls.from_dict(json.loads(text), where=BUNDLED)
         p = Path(path)
         if not p.is_file():
             raise InputError(f"fork-efficiency file not found: {p}")

@@ -142,7 +142,7 @@ def measure(names: list[str], copies: list[int], seeds: list[int], *, steps: dic
     return curves
 
 
-def summarize(curves: list[Curve], basis: str = "metric") -> dict[str, Any]:
+def summarize(curves: list[Curve], basis: str = "loss") -> dict[str, Any]:
     """Per workload: each k's efficiency per seed, mean and std, on both quality bases (``metric``: the
     workload's own held-out metric; ``loss``: its held-out loss), and the e per doubling fitted to the
     means on ``basis``."""
@@ -187,7 +187,9 @@ def calibration_file(summary: dict[str, Any], settings: dict[str, Any], curves: 
     return {"model": "per_doubling", "families": families, "default": 1.0,
             "note": "eff(k) = per_doubling ** log2(k): the share of k forked copies' samples that counts as "
                     "unforked progress; measured by `hadar experiment fork-efficiency`",
-            "calibration": {"settings": settings, "workloads": summary, "curves": [asdict(c) for c in curves]}}
+            "calibration": {"settings": settings, "workloads": summary,
+                            "curves": [{k: [round(x, 5) for x in v] if isinstance(v, tuple) else v
+                                        for k, v in asdict(c).items()} for c in curves]}}
 
 
 def format_table(summary: dict[str, Any]) -> str:

@@ -82,12 +82,12 @@ def add_fork_efficiency_parser(esub: Any) -> None:
                         "--out FILE is what `hadar simulate/compare --fork-efficiency FILE` read.")
     f.add_argument("--workloads", default=",".join(BUDGETS), help=f"comma-separated (default {','.join(BUDGETS)})")
     f.add_argument("--copies", default="2,4", help="forked ways k, comma-separated (default 2,4)")
-    f.add_argument("--seeds", default="0,1", help="comma-separated seeds (default 0,1)")
+    f.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     f.add_argument("--steps", help=f"samples budget per workload, NAME=STEPS,... (default {budgets})")
     f.add_argument("--local-steps", type=int, default=LOCAL_STEPS,
                    help=f"iterations each copy trains between averages (default {LOCAL_STEPS})")
-    f.add_argument("--basis", choices=("metric", "loss"), default="metric",
-                   help="quality the fit uses: the workload's held-out metric or its held-out loss (default metric)")
+    f.add_argument("--basis", choices=("metric", "loss"), default="loss",
+                   help="quality the fit uses: the held-out loss or the workload's own metric (default loss)")
     f.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
                    help="the merged optimizer state, as in `hadar run` (default largest)")
     f.add_argument("--out", type=Path, help="write the calibration file (JSON) here")
