@@ -63,6 +63,9 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--restart-s", type=float, default=None, metavar="S",
                    help="seconds a job loses each time it starts or moves to other GPUs, for jobs whose file "
                    "gives no restart_s (default 0, as Gavel's simulator)")
+    c.add_argument("--fork-efficiency", metavar="FILE", help="what forked copies' steps are worth, per job family: "
+                   "a file of `hadar experiment fork-efficiency --out FILE`, or 'calibrated' (the bundled "
+                   "measurement; default: ideal, full credit); compare runs each forking policy both ways")
 
 
 def add_profiles_arg(p: argparse.ArgumentParser) -> None:
@@ -95,6 +98,10 @@ def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]
     kwargs: dict[str, Any] = {"round_s": args.round_s, "seed": args.seed, "gavel_compat": args.gavel_compat}
     if args.restart_s is not None:
         kwargs["restart_s"] = args.restart_s
+    if getattr(args, "fork_efficiency", None) is not None:
+        from hadar.model.fork_efficiency import ForkEfficiency
+
+        kwargs["fork_efficiency"] = ForkEfficiency.load(args.fork_efficiency)
     if args.window is not None:
         a, b = args.window
         if a < 0 or b <= a:

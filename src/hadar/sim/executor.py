@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 from hadar.model.cluster import Cluster
+from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
 
@@ -26,16 +27,21 @@ class SimulatedExecutor:
     job's ``restart_s`` unless extended), then steps; a restore longer than the round (cut
     short) reports its rest (``restore_left_s``), which the lease owes next round if it keeps
     its GPUs.
+
+    Forked copies (HadarE: several leases of one job in a round) are credited
+    ``fork_efficiency.factor(job type, k)`` x their steps (k copies; default
+    ``IDEAL``: factor 1, every copy's steps count in full).
     """
 
     def __init__(self, cluster: Cluster, table: ThroughputTable, rate_model: str = "sync",
-                 charge_restarts: bool = True) -> None:
+                 charge_restarts: bool = True, fork_efficiency: ForkEfficiency = IDEAL) -> None:
         if rate_model not in ("sync", "additive"):
             raise ValueError(f"unknown rate model {rate_model!r}")
         self.cluster = cluster
         self.table = table
         self.rate_model = rate_model
         self.charge_restarts = charge_restarts
+        self.fork_efficiency = fork_efficiency
         self._cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
 
     def estimate_rate(self, lease: Lease) -> float:
@@ -107,11 +113,13 @@ class SimulatedExecutor:
     def _run_copies(self, leases: list[Lease], plan: RoundPlan, lost: list[float]) -> list[LeaseResult]:
         """Forked copies of one job (HadarE) share its remaining steps.
 
-        Each copy runs at its own rate after its restore (``lost``, s); if together they can do
-        more than the job has left, all stop when the sum reaches it (the job tracker sees the
-        job finish), at the time t where sum of rate x (t - restore) reaches the remaining steps.
+        Each copy runs at its own rate times the fork efficiency eff(k) of its job's k copies (its
+        credited steps are unforked-equivalent steps) after its restore (``lost``, s); if together
+        they can do more than the job has left, all stop when the sum reaches it (the job tracker
+        sees the job finish), at the time t where sum of rate x (t - restore) reaches the remaining steps.
         """
-        rates = [self.rate(lease) for lease in leases]
+        eff = self.fork_efficiency.factor(leases[0].job_type, len(leases))
+        rates = [self.rate(lease) * eff for lease in leases]
         remaining = min(lease.max_steps for lease in leases)
         d = [min(x, plan.duration_s) for x in lost]
         full = [math.floor(r * (plan.duration_s - x)) for r, x in zip(rates, d, strict=True)]

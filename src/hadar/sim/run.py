@@ -17,6 +17,7 @@ from hadar.mechanism.admission import validate_jobs
 from hadar.metrics.bound import bound_summary
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
+from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.job import Job, check_restart_s
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
@@ -40,7 +41,8 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
              round_s: float = 360.0, seed: int = 0, gavel_compat: bool = False, window: tuple[int, int] | None = None,
              limit: int | None = None, record_events: bool = False, progress: Any = None,
              policy_kwargs: dict[str, Any] | None = None, rate_model: str | None = None,
-             profiles: Mapping[str, PolicySpec] | None = None, restart_s: float | None = None) -> SimResult:
+             profiles: Mapping[str, PolicySpec] | None = None, restart_s: float | None = None,
+             fork_efficiency: ForkEfficiency | None = None) -> SimResult:
     """Run ``policy`` (a registered name, a profile name from ``profiles``, or an instance) on the
     workload; returns the summary and per-job rows of measured jobs.
 
@@ -50,6 +52,8 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     limit. ``policy_kwargs`` set parameters of a policy given by name (as a profile would).
     ``restart_s``: the restart cost of jobs that give none (``--restart-s``; None = 0); the executor
     charges each job's at every start and move, except under ``gavel_compat`` (Gavel charges none).
+    ``fork_efficiency``: what forked copies' steps are worth (default: ideal, full credit); a
+    non-ideal one is named in the summary's ``fork_efficiency``.
     """
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be positive and finite (seconds), got {round_s}")
@@ -62,7 +66,9 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     validate_jobs(source if isinstance(source, list) else [], cluster, table, spans_types=traits.spans_types)
     workload = Workload(source, window=window, limit=limit)
     events: list[dict[str, Any]] = []
-    executor = SimulatedExecutor(cluster, table, rate_model or traits.rate_model, charge_restarts=not gavel_compat)
+    eff = fork_efficiency or IDEAL
+    executor = SimulatedExecutor(cluster, table, rate_model or traits.rate_model, charge_restarts=not gavel_compat,
+                                 fork_efficiency=eff)
     engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=round_s, seed=seed,
                           gavel_compat=gavel_compat, track_copies=record_events,
                           on_event=events.append if record_events else None, on_progress=progress)
@@ -76,6 +82,8 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     summary["decision_s_per_round"] = (sum(stats.per_round_decision_s) / len(stats.per_round_decision_s)
                                        if stats.per_round_decision_s else 0.0)
     summary["solve_s_total"] = stats.solve_s
+    if not eff.ideal:
+        summary["fork_efficiency"] = eff.source or "calibrated"
     extra = {j.job_id: _own_columns(j) for j in workload.jobs if j.job_id in measured and _own_columns(j)}
     return SimResult(summary, rows, events, stats, extra)
 
