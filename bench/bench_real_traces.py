@@ -8,7 +8,7 @@ JCT <= 1.05x and its FTF max <= 1.05x LAS's (or <= 2); `hadare ok` where HadarE'
 max(2, 1.25x LAS's) and its queuing delay <= LAS's. `XX` where a goal is missed. A progress bar
 on stderr only on a terminal.
 
-    .venv/bin/python bench/bench_real_traces.py [--philly FILE] [--only NAME,NAME] [--policies A,B]
+    .venv/bin/python bench/bench_real_traces.py [--philly FILE] [--slices NAME,NAME] [--policies A,B]
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def row(name: str, policy: str, s: dict[str, Any], las: dict[str, Any] | None, o
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--philly", type=Path, default=PHILLY_FILE, help="Philly's job table")
-    ap.add_argument("--only", default="", help="comma-separated workload names (default: all)")
+    ap.add_argument("--slices", "--only", dest="only", default="",
+                    help="comma-separated workload names (default: all)")
     ap.add_argument("--policies", default=",".join(POLICIES))
     args = ap.parse_args()
     if not args.philly.is_file():
