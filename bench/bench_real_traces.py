@@ -10,7 +10,7 @@ on stderr only on a terminal. With `--fork-efficiency FILE` (or `calibrated`, th
 measurement) HadarE also runs with its forked progress credited as the file says: a
 `hadare-calibrated` row, checked against the same goal.
 
-    .venv/bin/python bench/bench_real_traces.py [--philly FILE] [--only NAME,NAME] [--policies A,B]
+    .venv/bin/python bench/bench_real_traces.py [--philly FILE] [--slices NAME,NAME] [--policies A,B]
         [--fork-efficiency FILE]
 """
 
@@ -105,7 +105,8 @@ def row(name: str, policy: str, s: dict[str, Any], las: dict[str, Any] | None, o
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--philly", type=Path, default=PHILLY_FILE, help="Philly's job table")
-    ap.add_argument("--only", default="", help="comma-separated workload names (default: all)")
+    ap.add_argument("--slices", "--only", dest="only", default="",
+                    help="comma-separated workload names (default: all)")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--fork-efficiency", help="also run HadarE with this fork-efficiency file ('calibrated': bundled)")
     args = ap.parse_args()
