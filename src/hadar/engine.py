@@ -238,7 +238,7 @@ class Engine:
         queue.push(end, EventKind.ROUND_END)
         if self.traits.cut_rounds:
             nxt = source.next_arrival()
-            busy = sum(len(lease.gpus) for lease in plan.leases)
+            busy = len({g for lease in plan.leases for g in lease.gpus})  # a shared GPU counts once
             if nxt is not None and now < nxt < end and busy < len(self.ledger.cluster.up_gpus):
                 queue.push(nxt, EventKind.ARRIVAL)
             planned = {lease.job_id for lease in plan.leases}

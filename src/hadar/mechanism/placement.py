@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 
 from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, RoundPlan
-from hadar.model.state import Allocation, SchedulerState
+from hadar.model.state import Allocation, JobView, SchedulerState
 
 
 def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
@@ -82,7 +82,11 @@ class PlacementPlanner:
     YARN-CS): ``assign_gpus`` picks the ids, keeping each job's GPUs of last round where it can.
 
     Jobs that finished since the allocation was made are skipped; a lease is ``extended`` when
-    the job holds exactly the GPUs it held last round.
+    the job holds exactly the GPUs it held last round. Space sharing (Hadar's ``share``): for a
+    pair in ``allocation.pairs`` of which exactly one job has counts (the host), the other (the
+    guest) gets a lease on the host's GPUs; both leases name their partner, so each runs at its
+    co-located rate. A host shares with one guest at most (the first such pair, in the
+    allocation's order).
     """
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
@@ -91,12 +95,34 @@ class PlacementPlanner:
         want = {jid: dict(c) for jid, c in counts.items() if jid in live and c}
         prev = {jid: live[jid].previous_gpus for jid in want if live[jid].previous_gpus}
         ids = assign_gpus(state.cluster, want, prev)
+        guest = _guests(allocation, want, live)
         leases: list[Lease] = []
         for job in state.jobs:
             gpus = ids.get(job.job_id)
             if not gpus:
                 continue
-            leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
-                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus,
-                                restart_s=job.restart_s, owed_s=job.owed_s(gpus)))
+            g = live[guest[job.job_id]] if job.job_id in guest else None
+            leases.append(_lease(job, gpus, g))
+            if g is not None:
+                leases.append(_lease(g, gpus, job))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
+
+
+def _guests(allocation: Allocation | None, want: Mapping[int, object], live: Mapping[int, JobView]) -> dict[int, int]:
+    """Host job id -> guest job id for the pairs of ``allocation`` (see ``PlacementPlanner``)."""
+    out: dict[int, int] = {}
+    pairs = allocation.pairs if allocation is not None and allocation.pairs else {}
+    for a, b in pairs:
+        for host, g in ((a, b), (b, a)):
+            if (host in want and g in live and g not in want and host not in out
+                    and g not in out.values() and live[g].scale_factor == live[host].scale_factor):
+                out[host] = g
+    return out
+
+
+def _lease(job: JobView, gpus: tuple[int, ...], partner: JobView | None) -> Lease:
+    return Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
+                 max_steps=job.remaining_steps, extended=gpus == job.previous_gpus,
+                 partner_id=-1 if partner is None else partner.job_id,
+                 partner_type="" if partner is None else partner.job_type,
+                 restart_s=job.restart_s, owed_s=job.owed_s(gpus))

@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hadar.arrays import FloatArray
+from hadar.errors import InputError
 from hadar.mechanism.forking import CopyCandidate, NodeFree, copies_rate, offer_nodes, split_by_node
 from hadar.mechanism.placement import assign_gpus
 from hadar.model.state import Allocation, SchedulerState
@@ -77,6 +78,8 @@ class HadarEPolicy:
     def __init__(self, *, fork: bool = True, match: float = 2.0, fork_guard: float | None = 1.0,
                  plan: str = "pack", keep_slack: float | None = None, first_round: bool = False,
                  **hadar: Any) -> None:
+        if hadar.get("share"):
+            raise InputError("hadare: share (space sharing) is a hadar parameter; HadarE forks jobs instead")
         self.hadar = HadarPolicy(plan=plan, keep_slack=keep_slack, first_round=first_round, **hadar)
         self.fork = fork
         self.match = match

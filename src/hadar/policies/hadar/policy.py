@@ -14,7 +14,10 @@ placement planner picks the GPU ids (a job whose counts per type do not
 change keeps exactly its GPUs: no restart); a job's restart cost (its own
 ``restart_s``, the figure the simulator charges, or the policy's
 ``restart_s`` where set) discounts every other placement by the share of
-the round a checkpoint restore would cost.
+the round a checkpoint restore would cost. With ``share=True`` a job still
+waiting may then buy a shared slot on a placed job's GPUs (share.py); the
+allocation gives such pairs in ``pairs`` and the placement planner puts
+both on the same GPUs.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from hadar.policies.hadar import gangs
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
 from hadar.policies.hadar.pricing import PriceBook
+from hadar.policies.hadar.share import shared_slots
 from hadar.policies.hadar.utility import UTILITIES, UtilityContext, make_utility
 from hadar.policies.registry import register
 
@@ -75,6 +79,11 @@ class HadarPolicy:
         "plan_total": "the fluid plan's span, as a multiple of the TTD horizon",
         "plan_max_jobs": "above this many active jobs the plan is skipped (a round with it takes ~60 ms at 128 "
                          "jobs and ~0.2 s at 256 on 512 GPUs)",
+        "share": "space sharing: a job left waiting may share the GPUs of a placed job of the same GPU count that "
+                 "it packs well with (the table's co-located rates), priced at the host's utility loss "
+                 "(docs/packing.md)",
+        "share_gain": "with `share`: a pair shares only when its two co-located rates, each over the job's rate "
+                      "alone, sum to more than this",
     }
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, resolve="every_round", cut_rounds=True,
                                                   planner="placement")
@@ -85,7 +94,7 @@ class HadarPolicy:
                  fill: bool = True, keep_slack: float | None = 0.01, keep_busy: float | None = 0.1,
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
                  keep_max_jobs: int = 1024, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
-                 plan_max_jobs: int = 256) -> None:
+                 plan_max_jobs: int = 256, share: bool = False, share_gain: float = 1.0) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
         _check(steepness >= 0 and (restart_s is None or restart_s >= 0) and (aging_s is None or aging_s > 0),
@@ -97,6 +106,8 @@ class HadarPolicy:
         _check(keep_quiet >= 0, f"keep_quiet must be >= 0, got {keep_quiet}")
         _check(keep_fair is None or keep_fair >= 1, f"keep_fair must be >= 1, got {keep_fair}")
         _check(min(keep_whole, keep_max_jobs, plan_max_jobs) >= 0, "job-count limits must be >= 0")
+        _check(isinstance(share, bool), f"share must be true or false, got {share!r}")
+        _check(share_gain >= 0, f"share_gain must be >= 0, got {share_gain}")
         self.utility_name = utility
         self.utility = make_utility(utility, exponent)
         self.rate_model: RateModel = "additive" if rate_model == "additive" else "sync"
@@ -114,6 +125,8 @@ class HadarPolicy:
         self.plan = plan
         self.plan_total = plan_total
         self.plan_max_jobs = plan_max_jobs
+        self.share = share
+        self.share_gain = share_gain
 
     @property
     def traits(self) -> PolicyTraits:
@@ -124,13 +137,21 @@ class HadarPolicy:
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
-        _, scale, _, counts = self.place(state)
+        x, scale, value, counts = self.place(state)
         fractions = np.zeros((m, len(types)))
         for i, c in counts.items():
             for r, k in c.items():
                 fractions[i, r] = k / scale[i]
+        pairs: dict[tuple[int, int], tuple[float, ...]] = {}
+        if self.share:  # a pair's time together is in ``pairs``; its host's time alone is then 0
+            prev = gangs.previous_counts(state)
+            for s in shared_slots(state, x, value, scale.astype(int), counts, _order(value, scale),
+                                  self._discount(state), prev, self.share_gain):
+                pairs[(state.jobs[s.host].job_id, state.jobs[s.guest].job_id)] = tuple(fractions[s.host])
+                fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
-            state.jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()})
+            state.jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
+            pairs=pairs or None)
 
     def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
               weight: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
@@ -171,13 +192,9 @@ class HadarPolicy:
         if book is None:
             return {}
         book.take(taken)
-        per_gpu = value.max(axis=1) / scale
-        srt = np.sort(value, axis=1)
-        regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
-        order = np.lexsort((-regret, -per_gpu))  # ties: who loses most without its best type goes first
+        order = _order(value, scale)
         prev_counts = gangs.previous_counts(state)
-        restart = np.array([j.restart_s if self.restart_s is None else self.restart_s for j in state.jobs])
-        discount = 1.0 - np.minimum(restart / state.round_s, 1.0)
+        discount = self._discount(state)
         counts: Counts = {}
         waiting: list[int] = []
         for pos_i, i in enumerate(order):
@@ -210,6 +227,12 @@ class HadarPolicy:
         if keep:
             counts = self._keep(state, value, work, h, counts, order, fresh)
         return counts
+
+    def _discount(self, state: SchedulerState) -> FloatArray:
+        """Per job, the share of a round left after a checkpoint restore (1: restarts are free)."""
+        restart = np.array([j.restart_s if self.restart_s is None else self.restart_s for j in state.jobs])
+        out: FloatArray = 1.0 - np.minimum(restart / state.round_s, 1.0)
+        return out
 
     def _fresh(self, state: SchedulerState) -> BoolArray | None:
         """First-round rule: the jobs that never ran, when some have and some have not (else None)."""
@@ -283,6 +306,16 @@ class HadarPolicy:
         if live.size == 0:
             return None
         return PriceBook(state.capacities().astype(int), float(live.min()), float(live.max()), self.steepness)
+
+
+def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:
+    """Packing order: best utility per GPU first; ties: who loses most without its best type goes
+    first, then state order (lexsort is stable)."""
+    per_gpu = value.max(axis=1) / scale
+    srt = np.sort(value, axis=1)
+    regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
+    out: IntArray = np.lexsort((-regret, -per_gpu))
+    return out
 
 
 def _check(ok: bool, message: str) -> None:
