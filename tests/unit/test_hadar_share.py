@@ -37,9 +37,9 @@ def test_two_jobs_that_pack_well_share_the_gpu_and_both_finish_before_the_serial
     alone = run(t, two_jobs())
     shared = run(t, two_jobs(), share=True)
     assert sorted(alone.values()) == pytest.approx([3960.0, 7200.0])  # one after the other
-    # together from t = 0: A at 0.8 steps/s is done at 3600 / 0.8 = 4500 s; B has done 0.7 x 4500 =
-    # 3150 steps by then and runs its last 450 alone (the round cut at A's finish: 4500 + 450 = 4950 s,
-    # plus the step left over by whole steps per round)
+    # together from t = 0: A at 0.8 steps/s is done at 3600 / 0.8 = 4500 s; B has done about 0.7 x 4500
+    # = 3150 steps by then (whole steps per round: a little less) and runs its last ~450 alone, from
+    # the cut at A's finish: 4500 + 450 = 4950 s at the least
     assert shared[0] == pytest.approx(4500.0)
     assert 4950.0 <= shared[1] < 5100.0
     assert max(shared.values()) < max(alone.values())
