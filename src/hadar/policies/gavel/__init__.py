@@ -6,6 +6,7 @@ plumbing in ``problem`` (job classes + HiGHS) and ``center`` (interior point).
 """
 
 from hadar.policies.gavel import (  # noqa: F401
+    allox,
     fifo,
     finish_time,
     makespan,
