@@ -128,7 +128,7 @@ class JobLedger:
                 total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
                 first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
                 received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.restart_s,
-                restoring=r.restoring,
+                restoring=r.restoring, slo=r.job.slo, entity=r.job.entity,
             )
             for r in self.active.values()
         )

@@ -84,8 +84,22 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     summary["solve_s_total"] = stats.solve_s
     if not eff.ideal:
         summary["fork_efficiency"] = eff.source or "calibrated"
+    cost = run_cost_usd(cluster, ledger.gpu_busy_s)
+    if cost is not None:
+        summary["cost_usd"] = cost
     extra = {j.job_id: _own_columns(j) for j in workload.jobs if j.job_id in measured and _own_columns(j)}
     return SimResult(summary, rows, events, stats, extra)
+
+
+def run_cost_usd(cluster: Cluster, busy_s: list[float]) -> float | None:
+    """What the GPUs' busy time cost at the cluster's prices ($): only where the cluster file gives
+    ``prices`` (types it leaves out at Gavel's), and every type has one; else None."""
+    if not cluster.prices:
+        return None
+    rate = [cluster.price(t) for t in cluster.gpu_type_of]
+    if any(p is None for p in rate):
+        return None
+    return float(sum(b * p for b, p in zip(busy_s, rate, strict=False) if p is not None) / 3600.0)
 
 
 def _own_columns(job: Job) -> tuple[tuple[str, str], ...]:
