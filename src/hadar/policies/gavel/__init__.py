@@ -10,6 +10,7 @@ from hadar.policies.gavel import (  # noqa: F401
     cost,
     fifo,
     finish_time,
+    hierarchical,
     makespan,
     max_min,
     packed,
