@@ -2,7 +2,8 @@
 
 Two checks per registered policy: a job alone on an idle cluster runs on its fastest type (every
 type-aware policy; a type-blind one picks a type without regard to speed by design: YARN-CS and
-Gavel's agnostic policies; a cost-aware one picks the most steps per dollar), and renaming the types consistently in cluster and table leaves the
+Gavel's agnostic policies; a cost-aware one picks the most steps per dollar), and renaming the
+types consistently in cluster, table and prices leaves the
 summary unchanged (every policy). Outside --gavel-compat a run orders types fastest first by the
 table (``ThroughputTable.speed_order``) and Gavel's round mechanism serves positive priorities
 before it hands spare GPUs to jobs of zero priority; --gavel-compat keeps Gavel's v100, p100, k80

@@ -74,7 +74,7 @@ def _held(state: SchedulerState) -> dict[int, str]:
 
 def _free_workers(state: SchedulerState, held: Mapping[int, str], order: IntArray) -> IntArray:
     """One entry per GPU not held by a started job: the index of its type, types in ``order``."""
-    used = {t: 0 for t in state.gpu_types}
+    used = dict.fromkeys(state.gpu_types, 0)
     for job in state.jobs:
         if job.job_id in held:
             used[held[job.job_id]] += job.scale_factor
