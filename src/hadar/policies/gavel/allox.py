@@ -55,7 +55,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from hadar.arrays import FloatArray, IntArray
-from hadar.model.state import Allocation, SchedulerState
+from hadar.model.state import Allocation, JobView, SchedulerState
 from hadar.policies.base import PolicyTraits
 from hadar.policies.gavel.common import empty_allocation, tie_order
 from hadar.policies.registry import register
@@ -107,7 +107,8 @@ def _move_up(state: SchedulerState, held: dict[int, str]) -> dict[int, str]:
         out[jid] = t
 
 
-def job_rate(job: Any, col: int) -> float:
+def job_rate(job: JobView, col: int) -> float:
+    """The job's whole-job steps/s on the type in column ``col``."""
     return float(job.throughputs[col])
 
 
@@ -170,7 +171,7 @@ class AlloX:
                 x[i, col[started[job.job_id]]] = 1.0
         return Allocation.for_state(state, x, memo={MEMO_KEY: dict(sorted(started.items()))})
 
-    def _start(self, state: SchedulerState, waiting: list[Any], workers: IntArray) -> dict[int, str]:
+    def _start(self, state: SchedulerState, waiting: list[JobView], workers: IntArray) -> dict[int, str]:
         """Match the waiting jobs to the free GPUs; the head of each GPU's queue starts if it fits."""
         caps = state.capacities()
         p = np.zeros((len(waiting), workers.size))
