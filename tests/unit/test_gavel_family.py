@@ -106,6 +106,17 @@ def test_slo_variant_gives_a_job_the_rate_its_deadline_needs():
     assert create(COST + "_SLOs").allocate(hopeless).fractions == pytest.approx(plain, abs=1e-6)
 
 
+def test_slo_fallback_drops_the_fewest_slos_or_all():
+    cluster = Cluster.from_counts({"v100": 1})
+    jobs = [(0, "fast", 1, 4000.0, 0.0), (1, "fast", 1, 4000.0, 0.0)]
+    # each needs 4000 / (1.4 x 1000 - 100) = 3.08 steps/s of the V100's 4: one SLO can be met, not both
+    st = _state(cluster, jobs, extra={0: {"slo": 1.4}, 1: {"slo": 1.4}})
+    x = create(COST + "_SLOs").allocate(st).fractions[:, 0]
+    assert 4.0 * x[1] >= 4000.0 / 1300.0 * (1 - 1e-6)  # equally hard: job 0's is dropped (lowest id first)
+    x = create(COST + "_SLOs", slo_fallback="all").allocate(st).fractions[:, 0]
+    assert x.tolist() == pytest.approx([0.5, 0.5], abs=1e-5)  # Gavel's: as if there were no SLOs
+
+
 def test_cluster_file_prices_and_the_runs_cost(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("nodes:\n  - {name: v, gpu_type: v100, gpus: 1}\nprices: {v100: 2.0}\n")

@@ -25,7 +25,8 @@ published results for these policies, its price logs are not public).
 from __future__ import annotations
 
 import logging
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -111,10 +112,19 @@ class MaxSumThroughputPerDollar(GavelPolicy):
     """Gavel's ``ThroughputNormalizedByCostSum`` policies; ``slos`` adds the SLO constraints."""
 
     NAMES: ClassVar[tuple[str, ...]] = ("max_sum_throughput_normalized_by_cost_perf",)
+    PARAMS: ClassVar[Mapping[str, str]] = {
+        "slo_fallback": "`_SLOs` only, when the SLOs cannot all be met: `hardest` drops the fewest, hardest first "
+                        "(needed rate over the job's best rate), until the rest can; `all` drops every one "
+                        "(Gavel's; `--gavel-compat` sets it)",
+    }
+    GAVEL_COMPAT: ClassVar[Mapping[str, Any]] = {"slo_fallback": "all"}
 
-    def __init__(self, *, slos: bool = False) -> None:
+    def __init__(self, *, slos: bool = False, slo_fallback: str = "hardest") -> None:
         super().__init__(type_aware=True)
+        if slo_fallback not in ("hardest", "all"):
+            raise ValueError(f"slo_fallback must be 'hardest' or 'all', got {slo_fallback!r}")
         self.slos = bool(slos)
+        self.slo_fallback = slo_fallback
 
     @property
     def name(self) -> str:
@@ -127,8 +137,29 @@ class MaxSumThroughputPerDollar(GavelPolicy):
             need = slo_rates(state, inp)
             if (need > 0).any():
                 x = solve_with_slos(coef, inp, need)
+                if x is None and self.slo_fallback == "hardest":
+                    x = _fewest_dropped(coef, inp, need, state)
                 if x is None:
                     log.info("t=%.0f s: the SLOs cannot all be met; allocating without them", state.now_s)
         if x is None:
             x = solve_max_sum(coef, inp)
         return finish(state, x, inp.active)
+
+
+def _fewest_dropped(coef: FloatArray, inp: Inputs, need: FloatArray, state: SchedulerState) -> FloatArray | None:
+    """The allocation with the fewest SLOs dropped, hardest first (bisection on how many: dropping more
+    never makes the rest infeasible); None when only dropping them all works."""
+    best = np.where(inp.active, inp.throughputs, 0.0).max(axis=1, initial=0.0)
+    rows = [i for i in range(need.size) if need[i] > 0]
+    order = sorted(rows, key=lambda i: (-need[i] / best[i], state.jobs[i].job_id))
+    lo, hi, found = 1, len(order) - 1, None  # dropping 0 failed; dropping all is the caller's fallback
+    while lo <= hi:
+        k = (lo + hi) // 2
+        kept = need.copy()
+        kept[order[:k]] = 0.0
+        x = solve_with_slos(coef, inp, kept)
+        if x is None:
+            lo = k + 1
+        else:
+            found, hi = x, k - 1
+    return found
