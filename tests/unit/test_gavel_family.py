@@ -128,6 +128,16 @@ def test_cluster_file_prices_and_the_runs_cost(tmp_path):
                                       ThroughputTable.load(), COST).summary
 
 
+def test_prices_outlive_node_changes():
+    from hadar.mechanism.ledger import JobLedger
+    from hadar.model.cluster import Node
+
+    priced = replace(Cluster.from_counts({"v100": 2, "k80": 1}), prices=(("k80", 0.2),))
+    ledger = JobLedger(priced, TABLE, 360.0)
+    ledger.set_cluster(Cluster(priced.nodes, frozenset({"k80-0"})).with_node(Node("v100-9", "v100", 1)))
+    assert ledger.cluster.price("k80") == 0.2 and ledger.cluster.count("v100") == 3
+
+
 @pytest.mark.parametrize(("prices", "message"), [
     ("{a100: 3}", "c.yaml: prices: unknown GPU type 'a100' (the cluster has v100)"),
     ("{v100: -1}", "c.yaml: prices: v100 must be a positive number of $ per GPU-hour, got -1"),
