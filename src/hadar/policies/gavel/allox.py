@@ -41,9 +41,9 @@ stand-in for 0). For 1-GPU jobs this is Gavel's algorithm exactly.
 
 Cost: the matrix is ``jobs x (free GPUs x positions)``; positions run to the
 number of jobs in the solve (Gavel's), capped so the matrix stays under
-``_MAX_CELLS`` entries (a cap only very large queues reach; it can only
-change which of several long queues a job lands in, never who starts first
-when at least ``positions x free GPUs`` jobs wait).
+``_MAX_CELLS`` entries but never below ``ceil(jobs / free GPUs)`` (enough slots
+for every job). Only very large queues reach the cap; it then limits how deep
+each GPU's queue is modelled, which can change the matching from Gavel's.
 """
 
 from __future__ import annotations
