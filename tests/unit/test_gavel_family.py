@@ -220,3 +220,5 @@ def test_entity_columns_in_a_job_list(tmp_path):
 def test_bad_entity_weight_is_an_input_error():
     with pytest.raises(InputError, match="weight of 'a' must be a positive number"):
         create("hierarchical_water_filling_perf", entity_weights={"a": -1})
+    with pytest.raises(InputError, match="entity_weights must be a mapping"):
+        create("hierarchical_water_filling_perf", entity_weights=[1])

@@ -151,6 +151,8 @@ class HierarchicalWaterFilling(GavelPolicy):
 
     def __init__(self, *, type_aware: bool = True, entity_weights: Mapping[str, Any] | None = None) -> None:
         super().__init__(type_aware=type_aware)
+        if entity_weights is not None and not isinstance(entity_weights, Mapping):
+            raise ValueError(f"entity_weights must be a mapping of entity name to weight, got {entity_weights!r}")
         weights = dict(entity_weights or {})
         for name, w in weights.items():
             if isinstance(w, bool) or not isinstance(w, int | float) or not np.isfinite(w) or w <= 0:
