@@ -45,7 +45,8 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
 
     The run's ``seed`` goes to policies that take one (unless the profile sets it); a
     Gavel-compatible run gives policies with a reference solver ``solver="ecos"`` (Gavel's solver:
-    reproduce ECOS's point, not just an optimum) unless the profile says otherwise.
+    reproduce ECOS's point, not just an optimum) and the parameters the policy lists in
+    ``GAVEL_COMPAT`` (``Entry.compat_params``) unless the profile says otherwise.
     """
     if not isinstance(name, str):
         return RunPolicy(name.name, name)
@@ -55,6 +56,8 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
     defaults: dict[str, Any] = {"seed": seed}
     if gavel_compat and entry(spec.policy).traits.reference_solver:
         defaults["solver"] = "ecos"
+    if gavel_compat:
+        defaults.update(entry(spec.policy).compat_params)
     return RunPolicy(spec.label, spec.build(**defaults))
 
 

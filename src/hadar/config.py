@@ -60,11 +60,15 @@ def _count(text: str, gpu_type: str, spec: str) -> int:
 def read_cluster_file(path: Path) -> Cluster:
     """``nodes: [{name: a, gpu_type: v100, gpus: 4}, {name: b, gpu_type: k80, gpus: 1, count: 3}]``.
 
-    ``count`` repeats a node (names get ``-0``, ``-1``, ... suffixes).
+    ``count`` repeats a node (names get ``-0``, ``-1``, ... suffixes). An optional ``prices: {v100: 2.48}``
+    gives $ per GPU-hour of some types (the cost-aware policies; the others default to Gavel's).
     """
     data = read_yaml(path, "cluster file")
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
         raise InputError(f"{path}: expected a mapping with a non-empty 'nodes' list")
+    prices = data.get("prices") or {}
+    if not isinstance(prices, dict):
+        raise InputError(f"{path}: prices must be a mapping of GPU type to $ per GPU-hour")
     nodes: list[Node] = []
     for i, rec in enumerate(data["nodes"]):
         where = f"{path.name}: node {i}"
@@ -83,4 +87,7 @@ def read_cluster_file(path: Path) -> Cluster:
         base = str(rec.get("name", f"{gpu_type}-node{i}"))
         for k in range(count):
             nodes.append(Node(base if count == 1 else f"{base}-{k}", gpu_type, gpus))
-    return Cluster(tuple(nodes))
+    try:
+        return Cluster(tuple(nodes), prices=tuple((str(t), p) for t, p in prices.items()))
+    except InputError as e:
+        raise InputError(f"{path.name}: {e}") from None

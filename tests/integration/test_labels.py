@@ -2,7 +2,8 @@
 
 Two checks per registered policy: a job alone on an idle cluster runs on its fastest type (every
 type-aware policy; a type-blind one picks a type without regard to speed by design: YARN-CS and
-Gavel's agnostic policies), and renaming the types consistently in cluster and table leaves the
+Gavel's agnostic policies; a cost-aware one picks the most steps per dollar), and renaming the
+types consistently in cluster, table and prices leaves the
 summary unchanged (every policy). Outside --gavel-compat a run orders types fastest first by the
 table (``ThroughputTable.speed_order``) and Gavel's round mechanism serves positive priorities
 before it hands spare GPUs to jobs of zero priority; --gavel-compat keeps Gavel's v100, p100, k80
@@ -11,10 +12,13 @@ scan (tests/integration/test_gavel_reference*.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from hadar.build import policy_for_run
 from hadar.config import parse_cluster
+from hadar.model.cluster import GAVEL_PRICES
 from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.registry import available
@@ -35,7 +39,10 @@ def test_a_lone_job_on_an_idle_cluster_runs_on_its_fastest_type(policy: str) -> 
     best = max(rates.values())
     steps = best * 445.0  # 445 s on its fastest type
     r = simulate([Job(0, RECOMMENDATION, 1, steps)], parse_cluster("16:16:16"), table, policy)
-    if policy == "hadare":  # forked over idle nodes: faster than alone on its fastest type
+    if policy.startswith("max_sum_throughput_normalized_by_cost"):  # by design: the most steps per dollar
+        cheapest = max((t for t in rates if rates[t] > 0), key=lambda t: rates[t] / GAVEL_PRICES[t])
+        assert r.rows[0].jct_s == pytest.approx(steps / rates[cheapest], rel=1e-9)
+    elif policy == "hadare":  # forked over idle nodes: faster than alone on its fastest type
         assert r.rows[0].jct_s is not None and r.rows[0].jct_s <= 445.0
     else:
         assert r.rows[0].jct_s == pytest.approx(445.0, rel=1e-9)
@@ -56,8 +63,13 @@ def _jobs() -> list[Job]:
 def test_renaming_the_types_leaves_the_summary_unchanged(policy: str) -> None:
     table = ThroughputTable.load()
     # the same nodes in the same order; Gavel's names are ordered v100, p100, k80, the others as listed
-    plain = simulate(_jobs(), parse_cluster("k80=4,v100=2,p100=3"), table, policy).summary
-    renamed = simulate(_jobs(), parse_cluster("gpu_b=4,gpu_c=2,gpu_a=3"), _renamed(table), policy).summary
+    # prices are inputs named by type too: both clusters give them (Gavel's, renamed), so both report a cost
+    plain_cluster = replace(parse_cluster("k80=4,v100=2,p100=3"), prices=tuple(GAVEL_PRICES.items()))
+    renamed_cluster = replace(parse_cluster("gpu_b=4,gpu_c=2,gpu_a=3"),
+                              prices=tuple((RENAME[t], p) for t, p in GAVEL_PRICES.items()))
+    plain = simulate(_jobs(), plain_cluster, table, policy).summary
+    renamed = simulate(_jobs(), renamed_cluster, _renamed(table), policy).summary
+    assert "cost_usd" in plain
     machine = {"wall_s", "decision_s_per_round", "solve_s_total"}
     assert {k: v for k, v in renamed.items() if k not in machine | LIMITS} == \
         {k: v for k, v in plain.items() if k not in machine | LIMITS}

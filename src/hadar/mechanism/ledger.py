@@ -9,7 +9,7 @@ and produces frozen ``SchedulerState`` snapshots. Forked copies' progress
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hadar.model.cluster import Cluster
@@ -128,7 +128,7 @@ class JobLedger:
                 total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
                 first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
                 received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.restart_s,
-                restoring=r.restoring,
+                restoring=r.restoring, slo=r.job.slo, entity=r.job.entity,
             )
             for r in self.active.values()
         )
@@ -183,6 +183,8 @@ class JobLedger:
             raise ValueError("a new cluster view must keep the existing nodes in order (joins are appended)")
         if old.order:  # a run's type order outlives node changes (a new type comes last)
             cluster = cluster.in_order(old.gpu_types)
+        if old.prices and not cluster.prices:  # so do the cluster file's prices (a view knows only nodes)
+            cluster = replace(cluster, prices=old.prices)
         old_types, seed = self.types, self.round_s / 2.0
         self.cluster, self.types = cluster, cluster.gpu_types
         self._type_index = [self.types.index(t) for t in cluster.gpu_type_of]

@@ -17,6 +17,7 @@ REFERENCE = {
     ("medium_test", "4:4:4", "simulation"): {
         "max_min_fairness": (16574.3, 28818.0, 0.752),
         "max_min_fairness_perf": (14546.2, 23410.0, 0.795),
+        "allox": (12677.6, 25551.9, 0.701),
         "finish_time_fairness": (16582.9, 28529.2, 0.755),
         "finish_time_fairness_perf": (14629.4, 23536.4, 0.796),
         "fifo_perf": (14213.5, 32326.8, 0.583),

@@ -16,11 +16,15 @@ node keeps its GPU ids (so every id stays valid), but the scheduling view
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 from hadar.errors import InputError
 
 GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
+#: $ per GPU-hour Gavel's scheduler uses for a type when no price log is given: Google Cloud's
+#: preemptible GPU prices, hard-coded in its ``utils.read_per_instance_type_spot_prices_json``.
+GAVEL_PRICES = {"v100": 0.74, "p100": 0.43, "k80": 0.135}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,18 @@ class Node:
             raise InputError(f"node {self.name!r}: gpus must be a positive integer, got {self.gpus!r}")
 
 
+def _checked_prices(prices: tuple[tuple[str, float], ...], types: set[str]) -> tuple[tuple[str, float], ...]:
+    """Prices of types the cluster has, each a positive finite number of $ per GPU-hour."""
+    out = []
+    for t, p in prices:
+        if t not in types:
+            raise InputError(f"prices: unknown GPU type {t!r} (the cluster has {', '.join(sorted(types))})")
+        if isinstance(p, bool) or not isinstance(p, int | float) or not math.isfinite(p) or p <= 0:
+            raise InputError(f"prices: {t} must be a positive number of $ per GPU-hour, got {p!r}")
+        out.append((str(t), float(p)))
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class Cluster:
     """An immutable set of nodes with derived per-GPU lookups."""
@@ -47,6 +63,7 @@ class Cluster:
     nodes: tuple[Node, ...]
     down: frozenset[str] = frozenset()  # names of nodes that are down
     order: tuple[str, ...] = ()  # explicit type order (others follow, first seen first); () = Gavel's
+    prices: tuple[tuple[str, float], ...] = ()  # (type, $ per GPU-hour) the cluster file gives (``price``)
     gpu_types: tuple[str, ...] = field(init=False)
     gpu_type_of: tuple[str, ...] = field(init=False)  # indexed by GPU id
     node_of: tuple[int, ...] = field(init=False)  # GPU id -> node index
@@ -82,6 +99,7 @@ class Cluster:
                     by_type[node.gpu_type].append(gid)
         first = tuple(dict.fromkeys(self.order)) if self.order else GAVEL_TYPE_ORDER
         object.__setattr__(self, "order", tuple(self.order))
+        object.__setattr__(self, "prices", _checked_prices(self.prices, {n.gpu_type for n in self.nodes}))
         ordered = [t for t in first if t in seen] + [t for t in seen if t not in first]
         object.__setattr__(self, "gpu_types", tuple(ordered))
         object.__setattr__(self, "gpu_type_of", tuple(type_of))
@@ -104,7 +122,13 @@ class Cluster:
     def in_order(self, types: tuple[str, ...]) -> Cluster:
         """The same nodes with ``gpu_types`` in ``types``'s order (types it leaves out follow, first seen
         first); GPU ids and everything else unchanged."""
-        return Cluster(self.nodes, self.down, tuple(types))
+        return replace(self, order=tuple(types))
+
+    def price(self, gpu_type: str) -> float | None:
+        """$ per GPU-hour of ``gpu_type``: the cluster file's ``prices``, else the cloud price Gavel used
+        (``GAVEL_PRICES``), else None."""
+        own = dict(self.prices)
+        return own.get(gpu_type, GAVEL_PRICES.get(gpu_type))
 
     @property
     def num_gpus(self) -> int:
@@ -128,11 +152,11 @@ class Cluster:
 
     def with_down(self, names: frozenset[str] | set[str]) -> Cluster:
         """The same nodes with exactly ``names`` down (GPU ids unchanged)."""
-        return Cluster(self.nodes, frozenset(names), self.order)
+        return replace(self, down=frozenset(names))
 
     def with_node(self, node: Node) -> Cluster:
         """A node that joins: appended, so every existing GPU id keeps its meaning."""
-        return Cluster((*self.nodes, node), self.down, self.order)
+        return replace(self, nodes=(*self.nodes, node))
 
     @classmethod
     def from_counts(cls, counts: dict[str, int], gpus_per_node: int = 1) -> Cluster:

@@ -63,7 +63,9 @@ class Job:
     source id and fields: nothing schedules on them, ``jobs.csv`` writes them back.
     ``restart_s`` is the time (s) the job loses each time it starts or moves to other GPUs
     (a checkpoint restore; a lease extended on the same GPUs costs nothing); None = not
-    given: the run's default (``--restart-s``, else 0, as Gavel's simulator).
+    given: the run's default (``--restart-s``, else 0, as Gavel's simulator). ``slo``: Gavel's SLO factor
+    (the job should finish within ``slo`` times its run time alone on its fastest type; None = none).
+    ``entity``: who the job belongs to (a team); hierarchical fairness shares between entities first.
     """
 
     job_id: int
@@ -82,6 +84,7 @@ class Job:
     train: TrainSpec | None = None  # what the real runtime runs (None: a simulated job type only)
     extra: tuple[tuple[str, str], ...] = ()
     restart_s: float | None = None
+    entity: str = ""  # the team/tenant it belongs to (hierarchical fairness); "" = none named
 
     def __post_init__(self) -> None:
         where = self.origin or f"job {self.job_id} ({self.job_type})"
@@ -98,6 +101,8 @@ class Job:
             raise InputError(f"{where}: priority weight must be positive, got {self.priority_weight}")
         if self.restart_s is not None:
             check_restart_s(self.restart_s, where)
+        if self.slo is not None and not (math.isfinite(self.slo) and self.slo > 0):
+            raise InputError(f"{where}: slo must be a positive number (a factor of the job's run time), got {self.slo}")
 
     @property
     def restart_cost_s(self) -> float:

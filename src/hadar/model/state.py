@@ -38,6 +38,8 @@ class JobView:
     deficit_s: tuple[float, ...] = ()  # time it should have had minus time it had, over past resets
     restart_s: float = 0.0  # seconds a start or a move to other GPUs costs it (``Job.restart_s``)
     restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, s): restores a cut round left unfinished
+    slo: float | None = None  # the job's SLO factor (``Job.slo``; deadline = arrival + slo x its fastest run time)
+    entity: str = ""  # who the job belongs to (``Job.entity``; hierarchical fairness), "" = nobody named
 
     def owed_s(self, gpus: tuple[int, ...]) -> float:
         """Restore time still owed by a lease on exactly ``gpus`` that the last round cut short (else 0)."""

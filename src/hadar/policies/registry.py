@@ -57,6 +57,13 @@ class Entry:
         return {k: out[k] for k in known if k in out}
 
     @property
+    def compat_params(self) -> Mapping[str, Any]:
+        """Parameters a ``--gavel-compat`` run sets (the class's optional ``GAVEL_COMPAT``), unless the
+        profile sets them: where a policy's own default departs from Gavel's behaviour."""
+        compat: Mapping[str, Any] = getattr(self.cls, "GAVEL_COMPAT", {})
+        return {k: v for k, v in compat.items() if k not in self.fixed}
+
+    @property
     def traits(self) -> PolicyTraits:
         """The traits the class declares (an instance may refine ``type_aware`` and ``rate_model``
         from its parameters: ``Policy.traits``)."""

@@ -84,16 +84,48 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     summary["solve_s_total"] = stats.solve_s
     if not eff.ideal:
         summary["fork_efficiency"] = eff.source or "calibrated"
+    cost = run_cost_usd(cluster, ledger.gpu_busy_s)
+    if cost is not None:
+        summary["cost_usd"] = cost
+    summary.update(slo_summary([j for j in workload.jobs if j.job_id in measured], rows, cluster, table))
     extra = {j.job_id: _own_columns(j) for j in workload.jobs if j.job_id in measured and _own_columns(j)}
     return SimResult(summary, rows, events, stats, extra)
 
 
+def run_cost_usd(cluster: Cluster, busy_s: list[float]) -> float | None:
+    """What the GPUs' busy time cost at the cluster's prices ($): only where the cluster file gives
+    ``prices`` (types it leaves out at Gavel's), and every type has one; else None."""
+    if not cluster.prices:
+        return None
+    rate = [cluster.price(t) for t in cluster.gpu_type_of]
+    if any(p is None for p in rate):
+        return None
+    return float(sum(b * p for b, p in zip(busy_s, rate, strict=False) if p is not None) / 3600.0)
+
+
+def slo_summary(jobs: list[Job], rows: list[JobRow], cluster: Cluster, table: ThroughputTable) -> dict[str, int]:
+    """``slo_jobs`` and ``slo_missed`` where some job has an SLO factor: a job misses it when its JCT exceeds
+    the factor times its run time alone on its fastest type of the cluster (unfinished jobs miss it)."""
+    with_slo = [j for j in jobs if j.slo is not None]
+    if not with_slo:
+        return {}
+    jct = {r.job_id: r.jct_s for r in rows}
+    missed = 0
+    for j in with_slo:
+        best = max(table.row(j.job_type, j.scale_factor, cluster.gpu_types), default=0.0)
+        got = jct.get(j.job_id)
+        if got is None or best <= 0 or got > (j.slo or 0.0) * j.total_steps / best:
+            missed += 1
+    return {"slo_jobs": len(with_slo), "slo_missed": missed}
+
+
 def _own_columns(job: Job) -> tuple[tuple[str, str], ...]:
     """What ``jobs.csv`` carries of a job's input: the ``name`` it was given (a train field; an
-    entrypoint job's name is its job type already), then a CSV's extra columns."""
+    entrypoint job's name is its job type already), its entity, then a CSV's extra columns."""
     train = job.train
     named = (("name", train.name),) if train is not None and train.name and train.name != job.job_type else ()
-    return named + job.extra
+    own = (("entity", job.entity),) if job.entity else ()
+    return named + own + job.extra
 
 
 def write_outputs(result: SimResult, out: Path) -> None:

@@ -111,7 +111,7 @@ def _job(job_id: int, job_type: str, sf: float, steps: float, arrival: float, we
                priority_weight=weight, origin=where, **extra)  # type: ignore[arg-type]
 
 
-_FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight", "restart_s")
+_FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight", "restart_s", "slo", "entity")
 
 
 def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None, *, carry: bool = False) -> Job:
@@ -136,8 +136,12 @@ def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None,
         raise InputError(f"{where}: scale_factor must be an integer")
     restart = rec.get("restart_s")
     restart_s = None if restart in (None, "") else _number(str(restart), "restart_s", where)
+    slo = rec.get("slo")
+    slo_v = None if slo in (None, "") else _number(str(slo), "slo", where)
+    entity = rec.get("entity")
     return _job(job_id, job_type, num["scale_factor"], num["total_steps"], num["arrival_s"],
-                num["priority_weight"], where, train=train, extra=extra, restart_s=restart_s)
+                num["priority_weight"], where, train=train, extra=extra, restart_s=restart_s,
+                slo=None if slo_v is None or slo_v < 0 else slo_v, entity="" if entity is None else str(entity).strip())
 
 
 def with_restart_s(job: Job, default_s: float) -> Job:

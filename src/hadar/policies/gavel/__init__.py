@@ -6,8 +6,11 @@ plumbing in ``problem`` (job classes + HiGHS) and ``center`` (interior point).
 """
 
 from hadar.policies.gavel import (  # noqa: F401
+    allox,
+    cost,
     fifo,
     finish_time,
+    hierarchical,
     makespan,
     max_min,
     packed,
