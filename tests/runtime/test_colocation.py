@@ -72,6 +72,19 @@ def test_the_tracker_keeps_co_located_rates_apart_and_estimates_them_from_gavels
     assert ratios.pair("", 1, TF, "v100") == 0.0  # the average row has no co-location entries: no estimate
 
 
+@pytest.mark.parametrize(("new", "types", "moved"), [
+    ((6.0, 9.0), {"a", "b"}, False),  # +20 %: not enough
+    ((6.5, 9.0), {"a", "b"}, True),  # +30 %
+    ((6.5, 9.0), {"a"}, False),  # b is not active: its pairs do not count
+])
+def test_a_co_located_rate_that_moves_asks_for_a_re_solve(new, types, moved):
+    def table(rates):
+        return ThroughputTable({("a", 1): {"v100": 10.0}, ("b", 1): {"v100": 10.0}},
+                               pairs={("a", 1, "b"): {"v100": rates}, ("b", 1, "a"): {"v100": rates[::-1]}})
+
+    assert colocation.pairs_moved(table((5.0, 9.0)), table(new), types, 0.25) is moved
+
+
 def test_an_emulated_pair_is_slowed_by_its_co_location_ratio(table, tmp_path):
     from hadar.clock import WallClock
     from hadar.model.job import TrainSpec

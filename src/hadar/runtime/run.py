@@ -31,7 +31,7 @@ from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
-from hadar.runtime import aggregate, emulation, outputs, session, workloads
+from hadar.runtime import aggregate, colocation, emulation, outputs, session, workloads
 from hadar.runtime.executor import RayExecutor
 from hadar.runtime.nodes import NodeWatcher
 from hadar.runtime.pool import WorkerPool
@@ -226,7 +226,11 @@ __all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "r
 
 
 def feed_measured(ledger: JobLedger, executor: RayExecutor, table: ThroughputTable) -> None:
-    """What the runtime measured, for the policy's next decision: the rates (a re-solve if one moved) and,
-    for jobs that give no ``restart_s``, their mean restart so far."""
+    """What the runtime measured, for the policy's next decision: the rates alone and co-located (a re-solve if
+    one moved) and, for jobs that give no ``restart_s``, their mean restart so far."""
+    active = {rec.job.job_type for rec in ledger.active.values()}
+    moved = colocation.pairs_moved(ledger.table, table, active, RESOLVE_ON_CHANGE)
     ledger.update_table(table, resolve_if_moved=RESOLVE_ON_CHANGE)
+    if moved:
+        ledger.need_update = True
     ledger.set_measured_restarts({jid: s for jid, q in executor.jobs.items() if (s := q.restart_s) is not None})
