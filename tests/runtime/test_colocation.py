@@ -70,6 +70,11 @@ def test_the_tracker_keeps_co_located_rates_apart_and_estimates_them_from_gavels
     back = ThroughputTable.from_gavel_json(json.loads(json.dumps(to_gavel_json(tracker.mean_table()))))
     assert back.pair_rates("a", "b", 1, "v100") == pytest.approx(tracker.mean_table().pair_rates("a", "b", 1, "v100"))
     assert ratios.pair("", 1, TF, "v100") == 0.0  # the average row has no co-location entries: no estimate
+    # b ran only next to a: its rate alone on the V100 is what that implies (6 / Gavel's ratio), not the prior
+    tracker.observe("b", 1, "v100", 40.0, 10.0, partner="a")
+    tf_lm = ratios.pair(TF, 1, LM, "v100")
+    assert tracker.table().get("b", 1, "v100") == pytest.approx(4.0 / tf_lm)
+    assert tracker.kind("b", 1, "v100") == "estimated"
 
 
 @pytest.mark.parametrize(("new", "types", "moved"), [

@@ -22,7 +22,9 @@ rate next to that job's type, kept apart from its rate alone (``observe(..., par
 The table's ``pairs`` hold, for every two registered rows of one GPU count, the measured
 co-located rates, else an estimate: the job's rate alone (as above) x ``pair_ratio`` (its
 co-located rate over its rate alone in Gavel's table, for the rows the two jobs mirror; 0,
-no pair entry, when Gavel's table has none).
+no pair entry, when Gavel's table has none). A job measured only next to others is not left
+at the prior: its co-located rates / ``pair_ratio`` stand for its rate alone where it ran
+(still marked estimated) until a lease alone measures it.
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ class ThroughputTracker:
         return DEFAULT_RATE * k * (self.eff if k > 1 else 1.0) * max(self.ratio(job_type, k, gpu_type), 1e-6)
 
     def _build(self, known: dict[Key, float], source: str, paired: dict[PairKey, float]) -> ThroughputTable:
+        known = {**self._alone_from_pairs(paired), **known}
         level, b, c = self._fit(known)
         typical = sum(level.values()) / len(level) if level else 0.0
         rates: dict[tuple[str, int], dict[str, float]] = {}
@@ -168,6 +171,16 @@ class ThroughputTracker:
                 row[t] = v if v is not None else self.prior(jt, k, t) * math.exp(
                     level.get(jt, typical) + b.get(t, 0.0) + c.get(k, 0.0))
         return ThroughputTable(rates, source=source, pairs=self._pairs(rates, paired))
+
+    def _alone_from_pairs(self, paired: dict[PairKey, float]) -> dict[Key, float]:
+        """Rates alone implied by co-located ones (co-located rate / ``pair_ratio``, the geometric mean over
+        partners): a job measured only next to others still gets its level, where it ran, from them."""
+        logs: dict[Key, list[float]] = {}
+        for (jt, k, other, t), rate in paired.items():
+            r = self.pair_ratio(jt, k, other, t)
+            if r > 0 and rate > 0:
+                logs.setdefault((jt, k, t), []).append(math.log(rate / r))
+        return {key: math.exp(sum(v) / len(v)) for key, v in logs.items()}
 
     def _pairs(self, rates: dict[tuple[str, int], dict[str, float]],
                paired: dict[PairKey, float]) -> dict[tuple[str, int, str], dict[str, tuple[float, float]]]:
