@@ -107,9 +107,14 @@ class WorkerPool:
     def start_partners(self) -> None:
         """Start the second worker of every GPU of a live node that has none (not waiting for them): the
         first pair of a run calls this, so that later pairs on other GPUs find their worker up."""
+        import ray
+
         for g in range(self.cluster.num_gpus):
             if self.cluster.nodes[self.cluster.node_of[g]].name not in self.cluster.down:
-                self.actor(g, 1)
+                try:
+                    self.actor(g, 1)
+                except (ray.exceptions.RayError, ValueError) as e:  # its first worker died: a pair there fails
+                    log.warning("could not start the second worker of GPU %d: %s", g, e)  # its lease, as usual
 
     def gen(self, gpu: int, slot: int = 0) -> int:
         """How many times the actor of ``gpu``'s slot was replaced (a fresh actor has a new generation)."""
