@@ -1,6 +1,7 @@
 #!/bin/bash
 # The runtime on a machine with one real NVIDIA GPU (prints; no asserts): the lease runner on CUDA
-# (NCCL process group of one rank), `hadar run` on a one-node Ray cluster with that GPU, then
+# (NCCL process group of one rank), `hadar run` on a one-node Ray cluster with that GPU (once more
+# under a packed policy: pairs run as two processes on the GPU; not yet run on a GPU), then
 # `hadar serve` on the same node fed by `hadar submit`. Meant for a dedicated GPU machine: it ends
 # with `ray stop`. Needs torch (a CUDA build), ray, fastapi, uvicorn and hadar importable by $PY.
 # Results go to $OUT (default /tmp/gpu-check).
@@ -22,6 +23,12 @@ $PY -c "from ray.scripts.scripts import main; main()" start --head --port 6399 -
 timeout 240 $PY -c "$CLI" run --address 127.0.0.1:6399 --jobs examples/gpu_jobs.yaml --round-s 10 --out /tmp/gpu-check-run \
     --no-progress 2>&1 | tee "$OUT/run.txt"
 rc=${PIPESTATUS[0]}
+echo "== hadar run with pairs: max_min_fairness_packed runs two jobs at once on the GPU (two processes)"
+printf 'jobs:\n  - {job_type: resnet, total_steps: 3000}\n  - {job_type: transformer, total_steps: 2000}\n  - {job_type: lstm, total_steps: 3000}\n' > "$OUT/pairs.yaml"
+timeout 240 $PY -c "$CLI" run --address 127.0.0.1:6399 --jobs "$OUT/pairs.yaml" --policy max_min_fairness_packed \
+    --pair-workers eager --round-s 10 --out /tmp/gpu-check-pairs --no-progress --json > "$OUT/pairs.json" 2> "$OUT/pairs.err"
+echo "pairs run exit code $?"; tail -5 "$OUT/pairs.err"
+$PY -c "import json, sys; s = json.load(open(sys.argv[1])); print({k: s.get(k) for k in ('jobs_completed', 'paired_leases', 'failed_leases', 'makespan_s', 'emulated')})" "$OUT/pairs.json"
 echo "== hadar serve on the same node, fed by hadar submit"
 STATE=/tmp/gpu-check-state
 $PY -c "$CLI" serve --state "$STATE" --address 127.0.0.1:6399 --round-s 10 > "$OUT/serve.txt" 2>&1 &

@@ -56,7 +56,8 @@ class Bookkeeper:
             info.write_log(f"round {round_no}, copy {lease.copy}, GPUs {list(lease.gpus)}: output", head.output)
         self.observe(lease, done, head.train_s, end)
         self.on_event({"t": end, "event": "lease", "job": lease.job_id, "copy": lease.copy, "round": round_no,
-                       "gpus": list(lease.gpus), "iterations": head.iterations, "start_digest": head.start_digest,
+                       "gpus": list(lease.gpus), "partner": lease.partner_id, "iterations": head.iterations,
+                       "start_digest": head.start_digest,
                        "steps": steps, "progress_from": start, "progress_to": start + steps,
                        "restored": head.restored, "continued": head.continued, "train_s": head.train_s,
                        "metrics": dict(head.metrics)})
@@ -103,12 +104,14 @@ class Bookkeeper:
         self.on_event({"event": "job_warning", "job": info.job.job_id, "warning": text})
 
     def observe(self, lease: Lease, steps: float, train_s: float, t: float, profile: bool = False) -> None:
-        """Feed the tracker a lease's steps/s (leases on one GPU type only)."""
+        """Feed the tracker a lease's steps/s (leases on one GPU type only); a lease sharing its GPUs with a
+        partner measures the job's co-located rate next to the partner's type, not its rate alone."""
         types = {self.cluster.gpu_type_of[g] for g in lease.gpus}
         if len(types) != 1:
             return
         (gpu_type,) = types
         k = len(lease.gpus)
-        if self.tracker.observe(lease.job_type, k, gpu_type, steps, train_s):
+        if self.tracker.observe(lease.job_type, k, gpu_type, steps, train_s, partner=lease.partner_type):
             self.on_event({"t": t, "event": "measured", "job": lease.job_id, "job_type": lease.job_type, "k": k,
-                           "gpu_type": gpu_type, "rate": steps / train_s, "profile": profile})
+                           "gpu_type": gpu_type, "rate": steps / train_s, "profile": profile,
+                           "partner_type": lease.partner_type})

@@ -42,6 +42,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
                    help="forking policies (hadare): the merged optimizer state of a forked job comes from the copy "
                    "that processed most samples (largest, default) or is the copies' sample-weighted average")
+    p.add_argument("--pair-workers", choices=("lazy", "eager"), default="lazy",
+                   help="space sharing: start every GPU's second worker (the second job of a pair runs there) when "
+                   "the first pair is dispatched (lazy, default) or with the others, before the clock starts (eager: "
+                   "for policies that pack, e.g. max_min_fairness_packed)")
     p.add_argument("--address", help="join an existing Ray cluster (ray://... or HOST:PORT) instead of starting one")
     p.add_argument("--dashboard", nargs="?", const="127.0.0.1", metavar="HOST",
                    help="start Ray's dashboard (local cluster only), on 127.0.0.1 unless HOST is given")
@@ -133,7 +137,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         result = run(jobs, cluster, args.policy, round_s=args.round_s, address=args.address, seed=args.seed,
                      checkpoint_dir=ckpt, log_dir=logs, throughputs=table, dashboard_host=args.dashboard,
-                     on_event=on_event, dilation=args.dilation, fork_optimizer=args.fork_optimizer, profiles=profiles)
+                     on_event=on_event, dilation=args.dilation, fork_optimizer=args.fork_optimizer, profiles=profiles,
+                     pair_workers=args.pair_workers)
     finally:
         progress.close()
     if args.out is not None:

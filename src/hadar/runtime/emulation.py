@@ -14,6 +14,11 @@ that the step lasts ``real_step_time / f``. So a K80 runs a ResNet step ~5x
 slower than a V100 and a recommendation step faster, in the same proportions
 as Gavel measured.
 
+Two jobs sharing a GPU (space sharing) run in two processes on it at once; on an emulated
+GPU each job's steps are stretched by a further ``pair(mirror, k, other, type)``: its rate next
+to the other job over its rate alone, in Gavel's co-location entries for the two mirrored models
+(``SpeedRatios.pair``). On a real GPU nothing is stretched: the two processes contend for it.
+
 What it is not: not a GPU simulator (memory limits, kernels, NVLink and
 network are not modelled); the real CPU step time itself varies with how
 many workers share the cores, and that contention is measured, not hidden:
@@ -75,6 +80,14 @@ class SpeedRatios:
         if key not in self._cache:
             self._cache[key] = self._row(mirror, k)
         return self._cache[key].get(gpu_type, 1.0)
+
+    def pair(self, mirror: str, k: int, other: str, gpu_type: str) -> float:
+        """``mirror``'s rate next to ``other`` over its rate alone on ``gpu_type`` in Gavel's co-location entries
+        (at ``k`` GPUs, else 1); 0.0 when the table has no entry (the average row has none)."""
+        ref = k if self.gavel.pair_rates(mirror, other, k, gpu_type)[0] > 0 else 1
+        together = self.gavel.pair_rates(mirror, other, ref, gpu_type)[0]
+        alone = self.gavel.get(mirror, ref, gpu_type) if self.gavel.has(mirror, ref) else 0.0
+        return together / alone if together > 0 and alone > 0 else 0.0
 
     def _row(self, mirror: str, k: int) -> dict[str, float]:
         if mirror == AVERAGE:

@@ -11,7 +11,8 @@ until ``max_failures`` make it fatal (``bookkeeping``). HadarE's copies (several
 one job) are split and merged as ``forks`` says; when a forked job finishes, its function
 runs once more on the merged state with no steps (``ctx.finished``: evaluate and report).
 Profiling (``profile: true``): GPUs the round leaves idle run short measurement-only leases
-of jobs on the types they have no measurement of.
+of jobs on the types they have no measurement of. Pairs (space sharing): the second job of a
+pair runs on its GPUs' second workers (``colocation``), at once with the first.
 """
 
 from __future__ import annotations
@@ -20,54 +21,27 @@ import logging
 import math
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hadar.clock import Clock, elapsed_s
 from hadar.errors import InputError
 from hadar.job.lease import LeaseOutcome, LeaseSpec, Mode
-from hadar.job.runner import strip_ansi
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
-from hadar.runtime import aggregate, checkpoint, forks
+from hadar.runtime import aggregate, checkpoint, colocation, forks
 from hadar.runtime.bookkeeping import Bookkeeper
 from hadar.runtime.emulation import AVERAGE, SpeedRatios
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.profiling import pick_profiles
 from hadar.runtime.progress import JobProgress, log_path
+from hadar.runtime.records import Pending, RoundStats, error_text
 from hadar.runtime.tracker import ThroughputTracker
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class RoundStats:
-    """Per-round overhead (seconds of wall clock)."""
-
-    round: int
-    leases: int
-    dispatch_s: float = 0.0  # building specs + submitting (incl. opening rendezvous stores)
-    restore_s: float = 0.0  # the slowest lease's restore from disk
-    save_s: float = 0.0  # the slowest lease's checkpoint write
-    failed: int = 0
-    continued: int = 0  # leases that resumed from a worker's memory (no restore)
-    merge_s: float = 0.0  # the job tracker's averaging of forked copies (all jobs)
-    forked_jobs: int = 0
-    profiles: int = 0  # profiling leases run on idle GPUs
-
-
-@dataclass(slots=True)
-class _Pending:
-    lease: Lease
-    refs: list[Any]
-    gens: list[int]
-    mode: Mode = "train"
-    fork: forks.Fork | None = None
-    done_at: dict[int, float] = field(default_factory=dict)  # rank -> clock time
-    error: str = ""
 
 
 class RayExecutor:
@@ -94,14 +68,15 @@ class RayExecutor:
         self.checkpoint_dir, self.log_dir = Path(checkpoint_dir), log_dir
         self.ratios, self.dilation = ratios, dilation
         self.mirrors: dict[str, str] = {}  # job type -> the Gavel row it behaves like
-        self.tracker = ThroughputTracker(cluster.gpu_types, ratio=self.ratio, given=given)
+        self.tracker = ThroughputTracker(cluster.gpu_types, ratio=self.ratio, given=given, pair_ratio=self.pair_ratio)
         self.on_table, self.on_event, self.on_dispatch = on_table, on_event or (lambda e: None), on_dispatch
         self.book = Bookkeeper(cluster, self.tracker, self.on_event)
         self.grace_s, self.seed, self.fork_optimizer, self.profile_s = grace_s, seed, fork_optimizer, profile_s
         self.jobs: dict[int, JobProgress] = {}
         self.rounds: list[RoundStats] = []
         self.run_id = run_id or uuid.uuid4().hex  # checkpoints of another run id are never restored
-        self._hosts: dict[tuple[int, int], str] = {}  # (GPU, worker generation) -> the worker's node address
+        self._hosts: dict[tuple[int, int, int], str] = {}  # (GPU, slot, generation) -> the worker's node address
+        self._slots: dict[int, tuple[tuple[int, ...], int]] = {}  # job -> (GPUs, worker slot) last round
         self.nodes: Any = None  # a node watcher (``runtime.nodes.NodeWatcher``) that cluster_view() asks
 
     # ---- jobs ---------------------------------------------------------------------------
@@ -122,9 +97,18 @@ class RayExecutor:
         """The job type's speed on ``gpu_type`` relative to its fastest type (Gavel's row it behaves like)."""
         return self.ratios(self.mirrors.get(job_type, AVERAGE), k, gpu_type)
 
-    def speed(self, job_type: str, k: int, gpu_type: str) -> float:
-        """The emulated speed factor a step is stretched to (1.0 on real GPUs)."""
-        return 1.0 if self.dilation is None else self.ratio(job_type, k, gpu_type) / self.dilation
+    def pair_ratio(self, job_type: str, k: int, partner: str, gpu_type: str) -> float:
+        """The job type's co-located rate next to ``partner`` over its rate alone (Gavel's rows they behave like)."""
+        return self.ratios.pair(self.mirrors.get(job_type, AVERAGE), k, self.mirrors.get(partner, AVERAGE), gpu_type)
+
+    def speed(self, lease: Lease, gpu: int) -> float:
+        """The emulated speed factor a step of ``lease`` is stretched to on ``gpu`` (1.0 on real GPUs); a job
+        sharing the GPU with a partner is slowed further by its co-location ratio."""
+        if self.dilation is None:
+            return 1.0
+        k, t = len(lease.gpus), self.cluster.gpu_type_of[gpu]
+        shared = min(1.0, self.pair_ratio(lease.job_type, k, lease.partner_type, t)) if lease.partner_type else 1.0
+        return self.ratio(lease.job_type, k, t) * shared / self.dilation
 
     # ---- the round ----------------------------------------------------------------------------
     def run_round(self, plan: RoundPlan) -> RoundReport:
@@ -133,16 +117,23 @@ class RayExecutor:
         budget = max(0.5, plan.start_s + plan.duration_s - self.clock.now())
         t0 = elapsed_s()
         split = forks.split(plan, self._expected_rate)
-        pending = [self._dispatch(lease, budget, stats.round, fork=split.get(i)) for i, lease in enumerate(plan.leases)]
+        stats.paired = sum(1 for lease in plan.leases if lease.partner_id >= 0)
+        if stats.paired and not self.pool.partners:
+            self.pool.start_partners()  # the run's first pair: every GPU's second worker starts now
+        slots = colocation.slots(plan.leases, self._slots)
+        self._slots = {lease.job_id: (lease.gpus, s) for lease, s in zip(plan.leases, slots, strict=True)}
+        pending = [self._dispatch(lease, budget, stats.round, fork=split.get(i), slot=slots[i])
+                   for i, lease in enumerate(plan.leases)]
         profiles = [self._dispatch(lease, min(budget, self.profile_s), stats.round, mode="profile")
                     for lease in pick_profiles(plan, self.jobs, self.tracker, self.cluster)]
         stats.dispatch_s, stats.profiles = elapsed_s(t0), len(profiles)
         if self.on_dispatch is not None:
             self.on_dispatch(stats.round, plan)
         self._wait(pending + profiles, budget + self.grace_s)
-        results = [self._collect(p, stats) for p in pending]
-        for p in profiles:
-            self._collect_profile(p, stats.round)
+        outcomes = [self._outcomes(p) for p in pending + profiles]  # every answer first: a worker replaced by
+        results = [self._collect(p, o, stats) for p, o in zip(pending, outcomes, strict=False)]  # _recover ends
+        for p, o in zip(profiles, outcomes[len(pending):], strict=True):  # its GPU's second worker too
+            self._collect_profile(p, o, stats.round)
         if split:
             t1 = elapsed_s()
             results = self._merge(pending, results, stats)
@@ -172,6 +163,8 @@ class RayExecutor:
 
     def _expected_rate(self, lease: Lease) -> float:
         t = self.cluster.gpu_type_of[lease.gpus[0]]
+        if lease.partner_type:
+            return self.tracker.table().pair_rates(lease.job_type, lease.partner_type, len(lease.gpus), t)[0]
         try:
             return max(self.tracker.table().rate_on(lease.job_type, len(lease.gpus), t), 0.0)
         except InputError:
@@ -179,18 +172,22 @@ class RayExecutor:
 
     # ---- dispatch ---------------------------------------------------------------------------------
     def _dispatch(self, lease: Lease, budget: float, round_no: int, *, fork: forks.Fork | None = None,
-                  mode: Mode = "train") -> _Pending:
+                  mode: Mode = "train", slot: int = 0) -> Pending:
         info = self.jobs[lease.job_id]
-        actors = [self.pool.actor(g) for g in lease.gpus]
-        gens = [self.pool.generation[g] for g in lease.gpus]
+        try:
+            actors = [self.pool.actor(g, slot) for g in lease.gpus]
+        except Exception as e:  # a GPU's second worker could not start (its node is gone)
+            return Pending(lease, [], [self.pool.gen(g, slot) for g in lease.gpus], mode, fork,
+                            error=f"starting a second worker failed: {error_text(e)}", slot=slot)
+        gens = [self.pool.gen(g, slot) for g in lease.gpus]
         spec = self._spec(info, lease, budget, round_no, fork, mode)
         if len(lease.gpus) > 1:
             try:
-                spec = replace(spec, rendezvous=self._open_store(lease, actors))
+                spec = replace(spec, rendezvous=self._open_store(lease, actors, slot))
             except Exception as e:
-                return _Pending(lease, [], gens, mode, fork, error=f"rendezvous failed: {_text(e)}")
+                return Pending(lease, [], gens, mode, fork, error=f"rendezvous failed: {error_text(e)}", slot=slot)
         refs = [actor.run_lease.remote(replace(spec, rank=rank)) for rank, actor in enumerate(actors)]
-        return _Pending(lease, refs, gens, mode, fork)
+        return Pending(lease, refs, gens, mode, fork, slot=slot)
 
     def _spec(self, info: JobProgress, lease: Lease, budget: float, round_no: int, fork: forks.Fork | None,
               mode: Mode) -> LeaseSpec:
@@ -204,7 +201,7 @@ class RayExecutor:
                          search_path=s.search_path, seed=self.seed * 100_003 + lease.job_id,
                          total_steps=float(info.job.total_steps), start_iteration=info.iteration,
                          steps_done=info.steps, resume_steps=info.saved_steps, run_id=self.run_id,
-                         speed=min(self.speed(lease.job_type, world, self.cluster.gpu_type_of[g]) for g in lease.gpus),
+                         speed=min(self.speed(lease, g) for g in lease.gpus),
                          group=f"job{lease.job_id}-c{lease.copy}-r{round_no}-{mode}/", timeout_s=self.grace_s,
                          mode=mode, digest=fork is not None)
         if fork is not None:
@@ -213,24 +210,24 @@ class RayExecutor:
                            shard_offset=fork.shard_offset, shards=fork.shards)
         return spec
 
-    def _open_store(self, lease: Lease, actors: list[Any]) -> tuple[str, int]:
+    def _open_store(self, lease: Lease, actors: list[Any], slot: int = 0) -> tuple[str, int]:
         """Rank 0's rendezvous store, on loopback when every rank's worker is on its machine, else its address."""
         import ray
 
-        missing = [i for i, g in enumerate(lease.gpus) if (g, self.pool.generation[g]) not in self._hosts]
+        keys = [(g, slot, self.pool.gen(g, slot)) for g in lease.gpus]
+        missing = [i for i, key in enumerate(keys) if key not in self._hosts]
         if missing:
             infos = ray.get([actors[i].info.remote() for i in missing], timeout=self.grace_s)
             for i, rec in zip(missing, infos, strict=True):
-                g = lease.gpus[i]
-                self._hosts[(g, self.pool.generation[g])] = str(rec["ip"])
-        hosts = {self._hosts[(g, self.pool.generation[g])] for g in lease.gpus}
-        host = "127.0.0.1" if len(hosts) == 1 else self._hosts[(lease.gpus[0], self.pool.generation[lease.gpus[0]])]
+                self._hosts[keys[i]] = str(rec["ip"])
+        hosts = {self._hosts[key] for key in keys}
+        host = "127.0.0.1" if len(hosts) == 1 else self._hosts[keys[0]]
         addr, port = ray.get(actors[0].open_store.remote(host), timeout=self.grace_s)
         self.on_event({"t": self.clock.now(), "event": "rendezvous", "job": lease.job_id, "copy": lease.copy,
                        "host": addr, "port": port})
         return str(addr), int(port)
 
-    def _wait(self, pending: list[_Pending], timeout_s: float) -> None:
+    def _wait(self, pending: list[Pending], timeout_s: float) -> None:
         import ray
 
         owner = {ref: (p, rank) for p in pending for rank, ref in enumerate(p.refs)}
@@ -250,7 +247,7 @@ class RayExecutor:
                                   "grace)")
 
     # ---- results ------------------------------------------------------------------------------------
-    def _outcomes(self, p: _Pending) -> list[LeaseOutcome | None]:
+    def _outcomes(self, p: Pending) -> list[LeaseOutcome | None]:
         """Every rank's outcome (None: it died or did not answer); a Ray error becomes ``p.error``."""
         import ray
 
@@ -263,12 +260,11 @@ class RayExecutor:
                 outcomes.append(ray.get(ref))
             except ray.exceptions.RayError as e:  # RayActorError (dead worker) or a task error
                 outcomes.append(None)
-                p.error = p.error or f"the worker of GPU {p.lease.gpus[rank]} failed: {_text(e)}"
+                p.error = p.error or f"the worker of GPU {p.lease.gpus[rank]} failed: {error_text(e)}"
         return outcomes
 
-    def _collect(self, p: _Pending, stats: RoundStats) -> LeaseResult:
+    def _collect(self, p: Pending, outcomes: list[LeaseOutcome | None], stats: RoundStats) -> LeaseResult:
         lease, info = p.lease, self.jobs[p.lease.job_id]
-        outcomes = self._outcomes(p)
         answered = bool(p.refs) and len(p.done_at) == len(p.refs)
         end = max(p.done_at.values()) if answered else self.clock.now()
         if p.error or not all(o is not None and o.ok for o in outcomes):
@@ -286,8 +282,9 @@ class RayExecutor:
             try:
                 self._commit(info)
             except OSError as e:
-                return self.book.failure(info, lease, stats.round, end, f"committing the checkpoint failed: {_text(e)} "
-                                         "(on several nodes, --checkpoint-dir must be storage every node sees)")
+                why = f"committing the checkpoint failed: {error_text(e)}"
+                return self.book.failure(info, lease, stats.round, end, why + " (on several nodes, --checkpoint-dir "
+                                         "must be storage every node sees)")
         stats.restore_s = max(stats.restore_s, *(o.restore_s for o in outcomes if o is not None))
         stats.save_s = max(stats.save_s, head.save_s)
         stats.continued += int(head.continued)
@@ -298,9 +295,8 @@ class RayExecutor:
         """The lease succeeded: what it saved becomes the job's checkpoint."""
         checkpoint.pending_path(info.checkpoint).replace(info.checkpoint)
 
-    def _collect_profile(self, p: _Pending, round_no: int) -> None:
+    def _collect_profile(self, p: Pending, outcomes: list[LeaseOutcome | None], round_no: int) -> None:
         info = self.jobs[p.lease.job_id]
-        outcomes = self._outcomes(p)
         head = outcomes[0] if outcomes else None
         if not p.error and head is not None and all(o is not None and o.ok for o in outcomes):
             self.book.observe(p.lease, float(head.iterations * len(p.lease.gpus)), head.train_s, self.clock.now(),
@@ -314,18 +310,18 @@ class RayExecutor:
                        (bad.traceback if bad is not None and bad.traceback else why))
         self.on_event({"t": self.clock.now(), "event": "profile_failed", "job": p.lease.job_id, "error": why})
 
-    def _recover(self, p: _Pending, outcomes: list[LeaseOutcome | None]) -> None:
+    def _recover(self, p: Pending, outcomes: list[LeaseOutcome | None]) -> None:
         """Replace every worker of the lease that died or did not answer (same generation only).
 
         A lease that failed before dispatch (no rendezvous) blames its rank 0."""
         suspects = [0] if not p.refs else [r for r, o in enumerate(outcomes) if o is None]
         for rank in suspects:
             g = p.lease.gpus[rank]
-            if self.pool.generation[g] == p.gens[rank]:
-                self.pool.replace(g)
+            if self.pool.gen(g, p.slot) == p.gens[rank] and (p.slot == 0 or g in self.pool.partners):
+                self.pool.replace(g, p.slot)
 
     # ---- HadarE's copies ----------------------------------------------------------------------------------
-    def _merge(self, pending: list[_Pending], results: list[LeaseResult], stats: RoundStats) -> list[LeaseResult]:
+    def _merge(self, pending: list[Pending], results: list[LeaseResult], stats: RoundStats) -> list[LeaseResult]:
         """The job tracker: average each forked job's copies that saved into its canonical checkpoint.
 
         A copy that failed is left out (its result already says failed, 0 steps); if the merge itself
@@ -341,7 +337,7 @@ class RayExecutor:
             try:
                 self._merge_job(jid, [pending[i] for i in ok], [results[i] for i in ok], stats.round)
             except (OSError, RuntimeError, KeyError, ValueError, TypeError) as e:
-                why = f"merging the copies' checkpoints failed: {_text(e)}"
+                why = f"merging the copies' checkpoints failed: {error_text(e)}"
                 for i in ok:
                     out[i] = self.book.failure(self.jobs[jid], pending[i].lease, stats.round, self.clock.now(), why)
                 stats.failed += len(ok)
@@ -350,7 +346,7 @@ class RayExecutor:
                     aggregate.copy_path(self.jobs[jid].checkpoint, pending[i].lease.copy).unlink(missing_ok=True)
         return out
 
-    def _merge_job(self, jid: int, done: list[_Pending], results: list[LeaseResult], round_no: int) -> None:
+    def _merge_job(self, jid: int, done: list[Pending], results: list[LeaseResult], round_no: int) -> None:
         info = self.jobs[jid]
         if not done:
             return
@@ -387,10 +383,4 @@ class RayExecutor:
             try:
                 self._commit(info)
             except OSError as e:
-                self.book.warn(info, f"committing the merged model's final checkpoint failed: {_text(e)}")
-
-
-def _text(e: BaseException) -> str:
-    """An exception's type and full message, without terminal colour codes."""
-    msg = strip_ansi(str(e)).strip()
-    return type(e).__name__ + (f": {msg}" if msg else "")
+                self.book.warn(info, f"committing the merged model's final checkpoint failed: {error_text(e)}")

@@ -48,6 +48,7 @@ def runtime_summary(stats: RunStats, executor: RayExecutor, ledger: JobLedger, r
         "leases_continued_in_memory": sum(r.continued for r in rounds),
         "merge_s_per_round": sum(r.merge_s for r in rounds) / n,
         "forked_job_rounds": sum(r.forked_jobs for r in rounds),
+        "paired_leases": sum(r.paired for r in rounds),
         "profiling_leases": sum(r.profiles for r in rounds),
         "jobs_improved": sum(1 for q in jobs.values() if q.improved),
         "job_metrics": {str(jid): dict(q.last) for jid, q in sorted(jobs.items())},
@@ -95,10 +96,16 @@ def write_outputs(result: RuntimeResult, out: Path) -> None:
     (out / "throughputs.json").write_text(json.dumps(to_gavel_json(result.measured_mean), indent=2) + "\n")
 
 
-def to_gavel_json(table: ThroughputTable) -> dict[str, dict[str, dict[str, float]]]:
-    """Gavel's nested format (``ThroughputTable.load`` reads it back): feed a simulation with what was measured."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
+def to_gavel_json(table: ThroughputTable) -> dict[str, dict[str, dict[str, Any]]]:
+    """Gavel's nested format (``ThroughputTable.load`` reads it back): feed a simulation with what was measured.
+    Co-located rates go where Gavel keeps them: ``"('other', k)": [rate of this job, rate of other]``."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for (jt, k), row in table.rates.items():
         for t, v in row.items():
             out.setdefault(t, {})[f"('{jt}', {k})"] = {"null": v}
+    for (jt, k, other), per_type in table.pairs.items():
+        for t, (mine, theirs) in per_type.items():
+            inner = out.get(t, {}).get(f"('{jt}', {k})")
+            if inner is not None:
+                inner[f"('{other}', {k})"] = [mine, theirs]
     return out

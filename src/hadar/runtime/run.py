@@ -31,17 +31,19 @@ from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
-from hadar.runtime import aggregate, emulation, outputs, session, workloads
-from hadar.runtime.executor import RayExecutor, RoundStats
+from hadar.runtime import aggregate, colocation, emulation, outputs, session, workloads
+from hadar.runtime.executor import RayExecutor
 from hadar.runtime.nodes import NodeWatcher
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.progress import JobProgress
+from hadar.runtime.records import RoundStats
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.sources import Workload
 
 log = logging.getLogger(__name__)
 RESOLVE_ON_CHANGE = 0.25  # re-solve when a measured rate moves this much (relative) from what the policy saw
 MAX_ARRIVAL_S = 86_400.0  # hadar run waits for arrivals in real time: at most a day
+PAIR_WORKERS = ("lazy", "eager")  # when each GPU's second worker (space sharing) starts
 
 
 @dataclass(slots=True)
@@ -119,17 +121,17 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         throughputs: ThroughputTable | None = None, dashboard_host: str | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None, on_progress: Callable[[int], None] | None = None,
         on_dispatch: Callable[[int, RoundPlan], None] | None = None,
-        on_pool: Callable[[WorkerPool], None] | None = None,
-        grace_s: float = 30.0, dilation: float | None = None, fork_optimizer: str = "largest",
-        profiles: Mapping[str, PolicySpec] | None = None) -> RuntimeResult:
+        on_pool: Callable[[WorkerPool], None] | None = None, grace_s: float = 30.0, dilation: float | None = None,
+        fork_optimizer: str = "largest", profiles: Mapping[str, PolicySpec] | None = None,
+        pair_workers: str = "lazy") -> RuntimeResult:
     """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds).
 
     ``dilation`` (emulation only): stretch every step this much on top of the GPU type's speed factor;
     default ``GPUs / cores`` (at least 1), so the emulated workers never need more CPU than the machine has.
     ``fork_optimizer`` (HadarE): the merged optimizer state of a forked job is the ``largest`` copy's
     (most steps) or the copies' ``average``. ``log_dir``: one log per job (output, warnings, tracebacks).
-    """
-    _check_options(round_s, fork_optimizer, dilation)
+    ``pair_workers``: every GPU's second worker (space sharing) starts at the first pair, or with the rest (eager)."""
+    _check_options(round_s, fork_optimizer, dilation, pair_workers)
     if not jobs:
         raise InputError("no jobs to run")
     jobs = prepare_jobs(jobs)
@@ -148,7 +150,7 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
     try:
         validate_jobs(jobs, cluster, _shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
         dil = (dilation or emulation.dilation(cluster.num_gpus, os.cpu_count() or 1)) if sess.emulated else None
-        pool.start()
+        pool.start(partners=pair_workers == "eager")
         if on_pool is not None:
             on_pool(pool)
         clock = WallClock()  # t = 0 once every worker is up
@@ -176,7 +178,9 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
                          executor.rounds, stats, events, executor.tracker.entries())
 
 
-def _check_options(round_s: float, fork_optimizer: str, dilation: float | None) -> None:
+def _check_options(round_s: float, fork_optimizer: str, dilation: float | None, pair_workers: str = "lazy") -> None:
+    if pair_workers not in PAIR_WORKERS:
+        raise InputError(f"pair workers must be one of {', '.join(PAIR_WORKERS)}, got {pair_workers!r}")
     if not (math.isfinite(round_s) and round_s > 0):
         raise InputError(f"round length must be a positive number of seconds, got {round_s}")
     if fork_optimizer not in aggregate.OPTIMIZER_POLICIES:
@@ -222,7 +226,11 @@ __all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "r
 
 
 def feed_measured(ledger: JobLedger, executor: RayExecutor, table: ThroughputTable) -> None:
-    """What the runtime measured, for the policy's next decision: the rates (a re-solve if one moved) and,
-    for jobs that give no ``restart_s``, their mean restart so far."""
+    """What the runtime measured, for the policy's next decision: the rates alone and co-located (a re-solve if
+    one moved) and, for jobs that give no ``restart_s``, their mean restart so far."""
+    active = {rec.job.job_type for rec in ledger.active.values()}
+    moved = colocation.pairs_moved(ledger.table, table, active, RESOLVE_ON_CHANGE)
     ledger.update_table(table, resolve_if_moved=RESOLVE_ON_CHANGE)
+    if moved:
+        ledger.need_update = True
     ledger.set_measured_restarts({jid: s for jid, q in executor.jobs.items() if (s := q.restart_s) is not None})

@@ -16,6 +16,15 @@ Every (job type, GPU count, GPU type) entry of the scheduler's table is one of:
   sets its level everywhere, and the other jobs' measurements correct its ratios.
 
 The policies always see a full table: every registered row, every type, all positive.
+
+Space sharing: a lease that shares its GPUs with another job measures the job's co-located
+rate next to that job's type, kept apart from its rate alone (``observe(..., partner=...)``).
+The table's ``pairs`` hold, for every two registered rows of one GPU count, the measured
+co-located rates, else an estimate: the job's rate alone (as above) x ``pair_ratio`` (its
+co-located rate over its rate alone in Gavel's table, for the rows the two jobs mirror; 0,
+no pair entry, when Gavel's table has none). A job measured only next to others is not left
+at the prior: its co-located rates / ``pair_ratio`` stand for its rate alone where it ran
+(still marked estimated) until a lease alone measures it.
 """
 
 from __future__ import annotations
@@ -27,8 +36,10 @@ from typing import Any, Literal
 from hadar.model.throughput import ThroughputTable
 
 Key = tuple[str, int, str]
+PairKey = tuple[str, int, str, str]  # (job type, GPU count, partner's job type, GPU type)
 Kind = Literal["measured", "given", "estimated"]
 Ratio = Callable[[str, int, str], float]
+PairRatio = Callable[[str, int, str, str], float]
 SHRINK = 1.0  # pseudo-observations pulling a type's or a count's correction towards 0
 DEFAULT_RATE = 1.0  # steps/s per GPU on the fastest type assumed before anything is measured
 
@@ -37,7 +48,8 @@ class ThroughputTracker:
     """Moving averages (weight ``alpha`` on the newest lease) and the estimates around them."""
 
     def __init__(self, gpu_types: Sequence[str], *, ratio: Ratio | None = None, given: ThroughputTable | None = None,
-                 alpha: float = 0.5, min_seconds: float = 0.5, dp_efficiency: float = 0.9) -> None:
+                 alpha: float = 0.5, min_seconds: float = 0.5, dp_efficiency: float = 0.9,
+                 pair_ratio: PairRatio | None = None) -> None:
         if not 0 < alpha <= 1:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
         self.types = tuple(gpu_types)
@@ -48,6 +60,9 @@ class ThroughputTracker:
         self.measured: dict[Key, float] = {}  # moving average: what the policies see
         self.samples: dict[Key, int] = {}
         self.totals: dict[Key, tuple[float, float]] = {}  # (steps, seconds) over the whole run
+        self.pair_ratio: PairRatio = pair_ratio or (lambda jt, k, other, t: 0.0)
+        self.paired: dict[PairKey, float] = {}  # co-located rates: moving averages
+        self.pair_totals: dict[PairKey, tuple[float, float]] = {}
         self._table: ThroughputTable | None = None
         if given is not None:
             for (jt, k), row in given.rates.items():
@@ -69,12 +84,21 @@ class ThroughputTracker:
             self._table = None
         return bool(new)
 
-    def observe(self, job_type: str, k: int, gpu_type: str, steps: float, seconds: float) -> bool:
-        """Record one lease's rate; ignored when it ran too briefly to say anything. True if recorded."""
+    def observe(self, job_type: str, k: int, gpu_type: str, steps: float, seconds: float, partner: str = "") -> bool:
+        """Record one lease's rate (``partner``: the job type it shared its GPUs with, "" alone); ignored
+        when it ran too briefly to say anything. True if recorded."""
         if seconds < self.min_seconds or steps <= 0 or gpu_type not in self.types:
             return False
         self.add(job_type, k)
         rate = steps / seconds
+        if partner:
+            pk = (job_type, k, partner, gpu_type)
+            old_pair = self.paired.get(pk)
+            self.paired[pk] = rate if old_pair is None else self.alpha * rate + (1 - self.alpha) * old_pair
+            s, t = self.pair_totals.get(pk, (0.0, 0.0))
+            self.pair_totals[pk] = (s + steps, t + seconds)
+            self._table = None
+            return True
         key = (job_type, k, gpu_type)
         old = self.measured.get(key)
         self.measured[key] = rate if old is None else self.alpha * rate + (1 - self.alpha) * old
@@ -95,13 +119,18 @@ class ThroughputTracker:
     def table(self) -> ThroughputTable:
         """Every registered row on every type: moving averages, given entries, estimates (the scheduler's view)."""
         if self._table is None:
-            self._table = self._build({**self.given, **self.measured}, "runtime (measured and estimated)")
+            self._table = self._build({**self.given, **self.measured}, "runtime (measured and estimated)",
+                                      self.paired)
         return self._table
 
     def mean_table(self) -> ThroughputTable:
         """As ``table`` with whole-run means (total steps / total seconds) for what was measured."""
         means = {k: s / t for k, (s, t) in self.totals.items() if t > 0}
-        return self._build({**self.given, **means}, "runtime (measured means and estimates)")
+        pair_means = {k: s / t for k, (s, t) in self.pair_totals.items() if t > 0}
+        return self._build({**self.given, **means}, "runtime (measured means and estimates)", pair_means)
+
+    def pair_kind(self, job_type: str, k: int, partner: str, gpu_type: str) -> Kind:
+        return "measured" if (job_type, k, partner, gpu_type) in self.paired else "estimated"
 
     def entries(self) -> list[dict[str, Any]]:
         """The scheduler's table entry by entry, each marked measured, given or estimated."""
@@ -130,7 +159,8 @@ class ThroughputTracker:
     def prior(self, job_type: str, k: int, gpu_type: str) -> float:
         return DEFAULT_RATE * k * (self.eff if k > 1 else 1.0) * max(self.ratio(job_type, k, gpu_type), 1e-6)
 
-    def _build(self, known: dict[Key, float], source: str) -> ThroughputTable:
+    def _build(self, known: dict[Key, float], source: str, paired: dict[PairKey, float]) -> ThroughputTable:
+        known = {**self._alone_from_pairs(paired), **known}
         level, b, c = self._fit(known)
         typical = sum(level.values()) / len(level) if level else 0.0
         rates: dict[tuple[str, int], dict[str, float]] = {}
@@ -140,7 +170,35 @@ class ThroughputTracker:
                 v = known.get((jt, k, t))
                 row[t] = v if v is not None else self.prior(jt, k, t) * math.exp(
                     level.get(jt, typical) + b.get(t, 0.0) + c.get(k, 0.0))
-        return ThroughputTable(rates, source=source)
+        return ThroughputTable(rates, source=source, pairs=self._pairs(rates, paired))
+
+    def _alone_from_pairs(self, paired: dict[PairKey, float]) -> dict[Key, float]:
+        """Rates alone implied by co-located ones (co-located rate / ``pair_ratio``, the geometric mean over
+        partners): a job measured only next to others still gets its level, where it ran, from them."""
+        logs: dict[Key, list[float]] = {}
+        for (jt, k, other, t), rate in paired.items():
+            r = self.pair_ratio(jt, k, other, t)
+            if r > 0 and rate > 0:
+                logs.setdefault((jt, k, t), []).append(math.log(rate / r))
+        return {key: math.exp(sum(v) / len(v)) for key, v in logs.items()}
+
+    def _pairs(self, rates: dict[tuple[str, int], dict[str, float]],
+               paired: dict[PairKey, float]) -> dict[tuple[str, int, str], dict[str, tuple[float, float]]]:
+        """Co-located rates of every two rows of one GPU count (a row with itself too): measured, else estimated."""
+        def rate(jt: str, k: int, other: str, t: str) -> float:
+            v = paired.get((jt, k, other, t))
+            return v if v is not None else rates[(jt, k)][t] * max(0.0, self.pair_ratio(jt, k, other, t))
+
+        out: dict[tuple[str, int, str], dict[str, tuple[float, float]]] = {}
+        for a, k in self.rows:
+            for b, kb in self.rows:
+                if kb != k:
+                    continue
+                for t in self.types:
+                    ra, rb = rate(a, k, b, t), rate(b, k, a, t)
+                    if ra > 0 and rb > 0:
+                        out.setdefault((a, k, b), {})[t] = (ra, rb)
+        return out
 
     def _fit(self, known: dict[Key, float]) -> tuple[dict[str, float], dict[str, float], dict[int, float]]:
         """Least squares of the log residuals against a_j + b_t + c_k (b, c shrunk), by alternating means."""

@@ -5,6 +5,9 @@ must outlive a lease on its GPU: the device, the job state it saved last (a leas
 same job at that progress resumes from memory, without reading the checkpoint: Gavel's
 lease extension), and, for rank 0 of a multi-GPU lease, the rendezvous store, which it
 opens on the address the ranks use just before the lease and closes when the lease ends.
+
+The second worker of a GPU (space sharing: ``pool.WorkerPool.actor(gpu, 1)``) is given its
+GPU's ``CUDA_VISIBLE_DEVICES`` (``visible``), so that both processes use the same device.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ STORE_TIMEOUT_S = 60.0
 class Worker:
     """Ray actor body (wrapped by ``ray.remote`` in ``pool.py``)."""
 
-    def __init__(self, gpu_id: int, node: str, gpu_type: str) -> None:
+    def __init__(self, gpu_id: int, node: str, gpu_type: str, visible: str | None = None) -> None:
+        if visible is not None:  # before CUDA starts in this process: the device of the GPU's first worker
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible
         import torch
 
         torch.set_num_threads(1)
@@ -45,7 +50,8 @@ class Worker:
         import ray
 
         return {"gpu": self.gpu_id, "node": self.node, "gpu_type": self.gpu_type, "pid": os.getpid(),
-                "host": socket.gethostname(), "ip": ray.util.get_node_ip_address(), "device": self.device}
+                "host": socket.gethostname(), "ip": ray.util.get_node_ip_address(), "device": self.device,
+                "node_id": ray.get_runtime_context().get_node_id(), "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
     def open_store(self, host: str) -> tuple[str, int]:
         """Rank 0 of a multi-GPU lease: host the gang's rendezvous store on ``host`` only, until the lease ends."""
