@@ -128,7 +128,8 @@ class SiaProfile:
                 for b, rows in per.items()}
         return _Curve(tuple(sorted(per)), progress, grad)
 
-    def _rows(self, kind: str, suffix: str) -> list[dict[str, float]]:
+    def rows(self, kind: str, suffix: str) -> list[dict[str, float]]:
+        """The rows of ``placements-SUFFIX.csv`` or ``scalability-SUFFIX.csv`` (``kind``), read once."""
         cache = self._placements if kind == "placements" else self._scalability
         if suffix not in cache:
             need = (("placement", "local_bsz") if kind == "placements" else
@@ -137,7 +138,7 @@ class SiaProfile:
         return cache[suffix]
 
     def _placement_rows(self, suffix: str, placement: int) -> list[dict[str, float]]:
-        return [r for r in self._rows("placements", suffix) if int(r["placement"]) == placement]
+        return [r for r in self.rows("placements", suffix) if int(r["placement"]) == placement]
 
     def max_local_bsz(self, suffix: str, placement: tuple[int, ...]) -> float:
         """The largest per-GPU batch profiled on ``placement`` (else on any larger scalability point)."""
@@ -145,7 +146,7 @@ class SiaProfile:
         if rows:
             return max(r["local_bsz"] for r in rows)
         nodes, gpus = len(placement), sum(placement)
-        bigger = [r["local_bsz"] for r in self._rows("scalability", suffix)
+        bigger = [r["local_bsz"] for r in self.rows("scalability", suffix)
                   if r["num_nodes"] >= nodes and r["num_replicas"] >= gpus]
         if not bigger:
             raise InputError(f"{self.folder}: no profile of {self.model} on {gpus} GPU(s) of {suffix}")
@@ -169,11 +170,11 @@ class SiaProfile:
         from scipy.interpolate import LinearNDInterpolator
 
         points: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
-        for r in self._rows("placements", suffix):
+        for r in self.rows("placements", suffix):
             p = str(int(r["placement"]))
             key = (float(len(p)), float(sum(int(c) for c in p)), r["local_bsz"])
             points.setdefault(key, []).append((r["step_time"], r["sync_time"]))
-        for r in self._rows("scalability", suffix):
+        for r in self.rows("scalability", suffix):
             key = (r["num_nodes"], r["num_replicas"], r["local_bsz"])
             points.setdefault(key, [(r["step_time"], r["sync_time"])])
         keys = sorted(points)
@@ -236,7 +237,7 @@ def rigid_run(profile: SiaProfile, kind: GpuKind, gpus: int, batch: int) -> Rigi
     if gpus == 1 and batch > profile.curve.batches[0]:
         accum = max(1, accum)
     atomic = math.ceil(local / (accum + 1) - 1e-8)
-    same_count = [r["local_bsz"] for r in profile._rows("placements", kind.suffix)
+    same_count = [r["local_bsz"] for r in profile.rows("placements", kind.suffix)
                   if sum(int(c) for c in str(int(r["placement"]))) == gpus]
     if same_count:
         atomic = min(atomic, int(max(same_count)))  # the memory cap of Sia's batch split
