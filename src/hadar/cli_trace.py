@@ -1,4 +1,4 @@
-"""``hadar trace import philly|csv``: a public cluster trace as a hadar CSV job list (docs/traces.md)."""
+"""``hadar trace import philly|csv|sia``: a public cluster trace as a hadar CSV job list (docs/traces.md)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,16 @@ def add_parser(sub: Any) -> None:
                          help="keep only rows whose COL equals VALUE (repeatable)")
     for q in (philly, generic):
         _add_common(q)
+    sia = fmt.add_parser("sia", help="a Sia (SOSP'23) workload with its model profiles",
+                         description="A Sia workload (name,time,application,num_replicas,batch_size) as rigid "
+                         "jobs: OUT/trace.csv (with restart_s), OUT/throughputs.json, OUT/cluster.yaml (docs/sia.md).")
+    sia.add_argument("file", type=Path, help="the workload, e.g. SIA_DIR/workloads/philly/workload-1.csv")
+    sia.add_argument("--sia-dir", type=Path, required=True, help="Sia's sia-simulator folder (its traces/ profiles)")
+    sia.add_argument("--out-dir", type=Path, required=True, help="folder to write trace.csv, throughputs.json, "
+                     "cluster.yaml into")
     for q in (p, imp, philly, generic):
         q.set_defaults(func=run_trace)
+    sia.set_defaults(func=run_sia)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -51,7 +59,7 @@ def run_trace(args: argparse.Namespace) -> int:
     from hadar.sim.importers import PHILLY, PHILLY_GROUP, Selection, import_trace, parse_map, parse_where, write_rows
 
     if getattr(args, "trace_format", None) is None:
-        raise InputError("usage: hadar trace import philly|csv FILE ... --out OUT.csv (hadar trace import --help)")
+        raise InputError("usage: hadar trace import philly|csv|sia FILE ... --out OUT.csv (hadar trace import --help)")
     where: tuple[tuple[str, str], ...]
     if args.trace_format == "philly":
         columns, where = PHILLY, ((PHILLY_GROUP, args.vc.strip()),) if args.vc else ()
@@ -65,4 +73,18 @@ def run_trace(args: argparse.Namespace) -> int:
     write_rows(rows, args.out)
     span_h = float(rows[-1]["arrival_s"]) / 3600.0
     print(f"wrote {len(rows)} jobs ({span_h:.2f} h of arrivals) to {args.out}", file=sys.stderr)
+    return 0
+
+
+def run_sia(args: argparse.Namespace) -> int:
+    from hadar.errors import InputError
+    from hadar.sim.sia_import import import_sia, write_import
+
+    if not args.sia_dir.is_dir():
+        raise InputError(f"--sia-dir: folder not found: {args.sia_dir}")
+    rows, table = import_sia(args.file, args.sia_dir)
+    write_import(rows, table, args.out_dir)
+    span_h = max(float(r["arrival_s"]) for r in rows) / 3600.0
+    print(f"wrote {len(rows)} jobs ({span_h:.2f} h of arrivals), throughputs.json and cluster.yaml to {args.out_dir}",
+          file=sys.stderr)
     return 0

@@ -1,0 +1,138 @@
+"""``hadar trace import sia``: a Sia workload (SOSP'23 artifact) as a hadar trace, throughput table and cluster.
+
+A Sia workload is a CSV ``name,time,application,num_replicas,batch_size`` (Sia's ``workloads/philly`` and
+``workloads/saturn``). Each row becomes one rigid job (docs/sia.md):
+
+- ``job_type`` ``"MODEL (batch size B)"``, ``scale_factor`` the row's GPU count, ``arrival_s`` its time;
+- steps/s per GPU type from Sia's profiles on the tightest placement of that type (``sia_profiles``);
+- ``total_steps`` the iterations Sia's progress model needs on the reference type (the first of the
+  cluster that can run the job); another type's rate is scaled so that its time to finish is its own
+  iterations at its own seconds per iteration (the batch a type really runs can differ by rounding);
+- ``restart_s`` the model's restore time in Sia's simulator.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from hadar.errors import InputError
+from hadar.sim.sia_profiles import CLUSTER, MODELS, GpuKind, SiaProfile, rigid_run
+
+WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+TRACE_COLUMNS = ("job_type", "scale_factor", "total_steps", "arrival_s", "restart_s", "sia_name", "application",
+                 "batch_size")
+
+
+@dataclass(frozen=True, slots=True)
+class SiaJob:
+    """One workload row: its name, arrival (s), model, GPUs and global batch."""
+
+    line: int
+    name: str
+    time_s: float
+    model: str
+    gpus: int
+    batch: int
+
+    @property
+    def job_type(self) -> str:
+        return f"{self.model} (batch size {self.batch})"
+
+
+def read_workload(path: Path) -> list[SiaJob]:
+    """The rows of a Sia workload CSV, in file order; a malformed row raises ``InputError`` naming it."""
+    if not path.is_file():
+        raise InputError(f"Sia workload not found: {path}")
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        lacking = [c for c in WORKLOAD_COLUMNS if c not in (reader.fieldnames or [])]
+        if lacking:
+            raise InputError(f"{path.name}: no column {lacking[0]!r} (a Sia workload has "
+                             f"{','.join(WORKLOAD_COLUMNS)})")
+        jobs = [_job(rec, f"{path.name}:{line}", line) for line, rec in enumerate(reader, start=2)]
+    if not jobs:
+        raise InputError(f"{path.name}: no jobs")
+    return jobs
+
+
+def _job(rec: Mapping[str, str | None], where: str, line: int) -> SiaJob:
+    if None in rec or any(v is None for v in rec.values()):
+        raise InputError(f"{where}: wrong number of cells")
+    model = str(rec["application"]).strip()
+    if model not in MODELS:
+        raise InputError(f"{where}: unknown application {model!r} (known: {', '.join(sorted(MODELS))})")
+    try:
+        time_s = float(str(rec["time"]))
+        gpus_f, batch_f = float(str(rec["num_replicas"])), float(str(rec["batch_size"]))
+    except ValueError:
+        raise InputError(f"{where}: time, num_replicas and batch_size must be numbers") from None
+    if not (time_s >= 0 and time_s < float("inf")):
+        raise InputError(f"{where}: time must be a finite number >= 0, got {rec['time']!r}")
+    for name, v in (("num_replicas", gpus_f), ("batch_size", batch_f)):
+        if v != int(v) or v < 1:
+            raise InputError(f"{where}: {name} must be a positive integer, got {rec[name]!r}")
+    return SiaJob(line, str(rec["name"]).strip(), time_s, model, int(gpus_f), int(batch_f))
+
+
+def job_rates(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind]) -> tuple[float, dict[str, float]]:
+    """(total steps, steps/s per GPU type) of one job; steps are the reference type's iterations."""
+    runs = {k.name: rigid_run(profile, k, job.gpus, job.batch) for k in kinds
+            if job.gpus <= k.per_node * k.nodes}
+    able = [r for r in runs.values() if r is not None]
+    if not able:
+        raise InputError(f"line {job.line}: {job.model} on {job.gpus} GPU(s) at batch {job.batch} "
+                         "has no profile on any GPU type of the cluster")
+    steps = able[0].iterations
+    rates = {k.name: 0.0 if runs.get(k.name) is None else steps / runs[k.name].seconds  # type: ignore[union-attr]
+             for k in kinds}
+    return steps, rates
+
+
+def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER) -> tuple[
+        list[dict[str, str]], dict[str, dict[str, dict[str, float]]]]:
+    """(trace rows in arrival order, Gavel-format throughput table) of a Sia workload."""
+    traces = sia_dir / "traces"
+    if not traces.is_dir():
+        raise InputError(f"--sia-dir: no traces/ folder in {sia_dir} (want Sia's sia-simulator folder)")
+    jobs = sorted(read_workload(workload), key=lambda j: (j.time_s, j.line))
+    profiles: dict[str, SiaProfile] = {}
+    table: dict[str, dict[str, dict[str, float]]] = {k.name: {} for k in kinds}
+    rows = []
+    for job in jobs:
+        if job.model not in profiles:
+            profiles[job.model] = SiaProfile(traces / job.model, job.model)
+        steps, rates = job_rates(job, profiles[job.model], kinds)
+        key = f"('{job.job_type}', {job.gpus})"
+        for name, rate in rates.items():
+            table[name][key] = {"null": rate}
+        rows.append({"job_type": job.job_type, "scale_factor": str(job.gpus), "total_steps": repr(steps),
+                     "arrival_s": repr(job.time_s), "restart_s": repr(MODELS[job.model].restart_s),
+                     "sia_name": job.name, "application": job.model, "batch_size": str(job.batch)})
+    return rows, table
+
+
+def cluster_yaml(kinds: Sequence[GpuKind] = CLUSTER) -> str:
+    """Sia's cluster as a hadar cluster file."""
+    lines = ["# Sia's simulated cluster (its simulator config; docs/sia.md)", "nodes:"]
+    lines += [f"  - {{name: {k.name}, gpu_type: {k.name}, gpus: {k.per_node}, count: {k.nodes}}}  # Sia: {k.suffix}"
+              for k in kinds]
+    return "\n".join(lines) + "\n"
+
+
+def write_import(rows: Sequence[Mapping[str, str]], table: Mapping[str, object], out_dir: Path) -> None:
+    """OUT/trace.csv, OUT/throughputs.json and OUT/cluster.yaml."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"--out-dir: not a folder: {out_dir}")
+    if not out_dir.parent.is_dir():
+        raise InputError(f"--out-dir: folder not found: {out_dir.parent}")
+    out_dir.mkdir(exist_ok=True)
+    with (out_dir / "trace.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(TRACE_COLUMNS))
+        w.writeheader()
+        w.writerows(rows)
+    (out_dir / "throughputs.json").write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    (out_dir / "cluster.yaml").write_text(cluster_yaml())
