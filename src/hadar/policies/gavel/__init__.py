@@ -8,6 +8,7 @@ plumbing in ``problem`` (job classes + HiGHS) and ``center`` (interior point).
 from hadar.policies.gavel import (  # noqa: F401
     fifo,
     finish_time,
+    gandiva,
     makespan,
     max_min,
     packed,
