@@ -27,16 +27,21 @@ Unit = tuple[int, ...]  # sorted job ids: (a,) alone, (a, b) a pair
 @dataclass(slots=True)
 class PairCounters:
     """Seconds each unit ran per type since ``allocation`` was made (reset when it changes), and each
-    unit's deficit: summed over past allocations, the time it should have run minus the time it ran."""
+    unit's deficit: summed over past allocations, the time it should have run minus the time it ran.
+    ``gavel``: as Gavel's counters start a pair's time at 0 where a job's starts at half a round, every
+    pair of live jobs with the same GPU count gains half a round of deficit at its first re-solve."""
 
     allocation: Allocation | None = None
     received: dict[tuple[Unit, str], float] = field(default_factory=dict)
     deficits: dict[tuple[Unit, str], float] = field(default_factory=dict)
     since_s: float = 0.0
+    born: set[Unit] = field(default_factory=set)
 
-    def sync(self, allocation: Allocation, state: SchedulerState) -> None:
+    def sync(self, allocation: Allocation, state: SchedulerState, gavel: bool = False) -> None:
         if allocation is self.allocation:
             return
+        if gavel:
+            self._credit_new_pairs(state)
         if self.allocation is not None:  # settle the deficits of the allocation that ends now
             seed, elapsed = state.round_s / 2.0, state.now_s - self.since_s
             shares = {(unit, t): x for unit, xs in _units(state, self.allocation)
@@ -45,6 +50,15 @@ class PairCounters:
                 ran = self.received.get(key, seed) - seed
                 self.deficits[key] = self.deficits.get(key, 0.0) + shares.get(key, 0.0) * elapsed - ran
         self.allocation, self.received, self.since_s = allocation, {}, state.now_s
+
+    def _credit_new_pairs(self, state: SchedulerState) -> None:
+        ids = sorted((j.job_id, j.scale_factor) for j in state.jobs)
+        for x, (a, sa) in enumerate(ids):
+            for b, sb in ids[x + 1:]:
+                if sa == sb and (a, b) not in self.born:
+                    self.born.add((a, b))
+                    for t in state.gpu_types:
+                        self.deficits[((a, b), t)] = self.deficits.get(((a, b), t), 0.0) + state.round_s / 2.0
 
     def got(self, unit: Unit, gpu_type: str, seed: float) -> float:
         return self.received.get((unit, gpu_type), seed)
@@ -106,7 +120,7 @@ def _queue(state: SchedulerState, allocation: Allocation, types: Sequence[str], 
 def choose_units(state: SchedulerState, allocation: Allocation, types: Sequence[str],
                  counters: PairCounters, spare: bool = False, spare_last: bool = True) -> dict[str, list[Unit]]:
     """The units that run this round, per type (see the module docstring)."""
-    counters.sync(allocation, state)
+    counters.sync(allocation, state, gavel=spare and not spare_last)
     seed = state.round_s / 2.0
     jobs = {j.job_id: j for j in state.jobs}
     index = {t: i for i, t in enumerate(state.gpu_types)}
