@@ -67,7 +67,7 @@ def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = Tr
     if traits.planner == "forking":
         return ForkingPlanner()
     return GavelRoundPlanner(shuffle_types=not traits.type_aware, skip_zero_priority=traits.skip_zero_priority,
-                             seed=seed, spare_last=not gavel_compat, spare_units=traits.spare_units)
+                             seed=seed, spare_last=not gavel_compat)
 
 
 def run_cluster(cluster: Cluster, table: ThroughputTable, gavel_compat: bool) -> Cluster:

@@ -5,12 +5,19 @@ type (in the planner's order), units are ranked by priority = x_uj / (time
 the unit ran on j since the allocation was made, seeded with round/2), ties
 by the unit's deficit on j (summed over past allocations: share x elapsed
 time minus time run), then x_uj, then Gavel's order (a job, then its pairs
-with earlier jobs: last job id, pair after single, first job id); a greedy scan takes a unit when none of
-its jobs runs yet and the type has ``scale_factor`` free GPUs. A chosen pair
-is placed like one job (it keeps its first job's GPUs when free) and gives
-both jobs a lease on the same GPUs, each naming its partner: the executor
-credits each job its own co-located rate. Gavel keeps such counters per job
-combination; here they live in :class:`PairCounters`, which the planner owns.
+with earlier jobs: last job id, pair after single, first job id). GPUs the
+units with a share leave go to units without one (priority 0, by deficit),
+except under policies that skip zero priorities (FIFO): under
+``--gavel-compat`` every job alone and every pair of jobs with the same GPU
+count, right after that type's positive entries, and each pair starts with
+half a round of deficit, as Gavel's rounds do; otherwise only jobs alone,
+after every type's positive entries. A greedy scan takes a unit when none of
+its jobs runs yet and the type has ``scale_factor`` free GPUs (and, for a
+pair, both co-located rates are positive). A chosen pair is placed like one
+job (it keeps its first job's GPUs when free) and gives both jobs a lease on
+the same GPUs, each naming its partner: the executor credits each job its
+own co-located rate. Gavel keeps such counters per job combination; here
+they live in :class:`PairCounters`, which the planner owns.
 """
 
 from __future__ import annotations
@@ -90,10 +97,9 @@ def _units(state: SchedulerState, allocation: Allocation) -> list[tuple[Unit, tu
 def _queue(state: SchedulerState, allocation: Allocation, types: Sequence[str], counters: PairCounters,
            spare: bool, spare_last: bool) -> list[tuple[str, Unit]]:
     """(type, unit) in the order the greedy scan tries them: per type, the units with a share by
-    priority; then the units without one (priority 0) by deficit, each job alone and, Gavel's way
-    (``spare_last`` False), every pair of jobs with the same GPU count too, right after that type's
-    positive entries; with ``spare_last`` the jobs alone only, after every type's positive entries.
-    Without ``spare``, only the units with a share."""
+    priority; with ``spare``, then the units without a share there (priority 0) by deficit: Gavel's
+    way (not ``spare_last``) every job alone and every pair of jobs with the same GPU count, right
+    after that type's positive entries; with ``spare_last`` the jobs alone only, after every type's."""
     seed = state.round_s / 2.0
     units = _units(state, allocation)
     index = {t: i for i, t in enumerate(state.gpu_types)}
@@ -120,7 +126,7 @@ def _queue(state: SchedulerState, allocation: Allocation, types: Sequence[str], 
 def choose_units(state: SchedulerState, allocation: Allocation, types: Sequence[str],
                  counters: PairCounters, spare: bool = False, spare_last: bool = True) -> dict[str, list[Unit]]:
     """The units that run this round, per type (see the module docstring)."""
-    counters.sync(allocation, state, gavel=spare and not spare_last)
+    counters.sync(allocation, state, gavel=not spare_last)
     seed = state.round_s / 2.0
     jobs = {j.job_id: j for j in state.jobs}
     index = {t: i for i, t in enumerate(state.gpu_types)}

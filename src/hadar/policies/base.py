@@ -32,10 +32,6 @@ class PolicyTraits:
       leases), ``placement`` (GPU counts per job and type, placed on GPU ids) or ``forking``
       (node-level copies, HadarE).
     - ``skip_zero_priority``: the rounds planner never runs a job where its allocation is 0.
-    - ``spare_units``: under a space-sharing allocation (``Allocation.pairs``), GPUs no unit with a
-      share takes go to units without one, by deficit, as Gavel's rounds do (``gandiva``: its equal
-      shares leave a job idle once its partner finishes; the LP-based packed policies come closer to
-      Gavel's medium_test numbers without it, measured in docs/policies.md).
     - ``reference_solver``: the policy accepts ``solver="ecos"`` (Gavel-compatible runs use it).
     - ``rate_model``: how a lease spanning GPU types progresses (``sync``: at its slowest type's
       pace; ``additive``: every GPU adds its share).
@@ -48,7 +44,6 @@ class PolicyTraits:
     cut_rounds: bool = False
     planner: PlannerKind = "rounds"
     skip_zero_priority: bool = False
-    spare_units: bool = False
     reference_solver: bool = False
     rate_model: RateModel = "sync"
 
