@@ -63,10 +63,13 @@ def _ratios(state: SchedulerState, inp: Inputs, a: int, b: int) -> list[tuple[fl
 
 
 def measured_gain(state: SchedulerState, inp: Inputs, a: int, b: int) -> float:
-    """Capacity-weighted mean over the types with GPUs where both run alone of ``r_a/T_a + r_b/T_b``."""
+    """Capacity-weighted mean over the types with GPUs where both run alone of ``r_a/T_a + r_b/T_b``;
+    0 if the table has no co-located rate on one of them (the pair could not use its share there)."""
     parts = [(g, c) for g, c in _ratios(state, inp, a, b) if g >= 0 and c > 0]
     total = sum(c for _, c in parts)
-    return sum(g * c for g, c in parts) / total if total > 0 else 0.0
+    if total <= 0 or any(g == 0 for g, _ in parts):
+        return 0.0
+    return sum(g * c for g, c in parts) / total
 
 
 def gavel_gain(state: SchedulerState, inp: Inputs, a: int, b: int) -> float:
