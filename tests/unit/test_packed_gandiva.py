@@ -77,6 +77,10 @@ def test_gandiva_under_gavel_compat_replays_gavels_first_random_grouping(table):
     # Gavel's simulator with the policy files of 40a22a7^ (docs/policies.md), medium_test, 4:4:4, seed 0
     ("gandiva", 15349.873, 24318.546),
     ("max_min_fairness_water_filling_packed", 12533.445, 21038.413),
+    ("max_min_fairness_packed", 12570.998, 20760.323),
+    ("min_total_duration_packed", 15907.187, 16277.914),
+    ("finish_time_fairness_packed", 12620.411, 21148.232),
+    ("fifo_packed", 13929.045, 29787.575),
 ])
 def test_medium_test_matches_gavel_within_3_percent(table, policy, jct_s, makespan_s):
     jobs = read_trace(resolve_trace_path("medium_test"))
