@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from hadar.config import parse_cluster
-from hadar.errors import InputError
+from hadar.errors import InfeasibleError, InputError
 from hadar.model.throughput import ThroughputTable
 from hadar.sim.run import simulate
 from hadar.sim.trace import BUNDLED_TRACES, read_jobs
@@ -46,7 +46,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 try:
                     r = simulate(jobs, cluster, table, policy, gavel_compat=args.gavel_compat, seed=0)
-                except InputError as e:
+                except (InputError, InfeasibleError) as e:
                     print(f"{where} rejected: {e}", flush=True)
                     break
                 s = r.summary
