@@ -120,7 +120,7 @@ def test_water_filling_keeps_the_max_min_and_raises_the_rest_lexicographically(t
 
 @pytest.mark.parametrize("policy", PACKED)
 def test_every_packed_policy_finishes_mixed_gpu_counts(table, policy):
-    # the first 24 jobs of the bundled 96-job trace (1, 2, 4 and 8-GPU jobs), steps cut to a tenth
+    # the first 24 jobs of the bundled 96-job trace (1, 2 and 4-GPU jobs), steps cut to a tenth
     jobs = read_trace(resolve_trace_path("max_min_fairness"))[:24]
     jobs = [dataclasses.replace(j, total_steps=max(1.0, j.total_steps / 10)) for j in jobs]
     assert {j.scale_factor for j in jobs} >= {1, 2, 4}
