@@ -43,7 +43,8 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
     """Build the policy a run names: a registered name or a profile (``profiles``), or an instance.
     ``params`` set parameters on top of the profile's.
 
-    The run's ``seed`` goes to policies that take one (unless the profile sets it); a
+    The run's ``seed`` and ``gavel_compat`` go to policies that take them (unless the profile sets
+    them; ``gandiva`` then replays Gavel's random grouping); a
     Gavel-compatible run gives policies with a reference solver ``solver="ecos"`` (Gavel's solver:
     reproduce ECOS's point, not just an optimum) and the parameters the policy lists in
     ``GAVEL_COMPAT`` (``Entry.compat_params``) unless the profile says otherwise.
@@ -53,7 +54,7 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
     spec = resolve(name, profiles)
     if params:
         spec = PolicySpec(spec.label, spec.policy, {**spec.params, **params})
-    defaults: dict[str, Any] = {"seed": seed}
+    defaults: dict[str, Any] = {"seed": seed, "gavel_compat": gavel_compat}
     if gavel_compat and entry(spec.policy).traits.reference_solver:
         defaults["solver"] = "ecos"
     if gavel_compat:

@@ -166,8 +166,13 @@ def check_plan(state: SchedulerState, alloc: Allocation | None, plan: RoundPlan,
         if lease.partner_id >= 0:
             other = by_id[lease.partner_id]
             assert (other.partner_id, other.partner_type, other.gpus) == (lease.job_id, lease.job_type, lease.gpus)
-            assert alloc is not None and alloc.pairs and tuple(sorted((lease.job_id, other.job_id))) in {
-                tuple(sorted(k)) for k in alloc.pairs}
+            # a pair the allocation gave a share, or (Gavel's rounds hand GPUs left over to units without a
+            # share) two jobs of the same GPU count that the table measured together on this type
+            assert alloc is not None and alloc.pairs is not None
+            t = cluster.gpu_type_of[lease.gpus[0]]
+            assert tuple(sorted((lease.job_id, other.job_id))) in {tuple(sorted(k)) for k in alloc.pairs} or (
+                jobs[lease.job_id].scale_factor == jobs[other.job_id].scale_factor and min(
+                    state.table.pair_rates(lease.job_type, other.job_type, lease.scale_factor, t)) > 0)
     leased = [g for lease in plan.leases if lease.partner_id < 0 or lease.job_id < lease.partner_id
               for g in lease.gpus]
     assert len(leased) == len(set(leased)), "a GPU is leased twice"

@@ -27,7 +27,6 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, fragment: str) -> N
     (["simulate", "--cluster", "4:-1:4"], "must not be negative"),
     (["simulate", "--cluster", "h100=4"], "unknown GPU type(s) h100"),
     (["simulate", "--policy", "nope"], "unknown policy 'nope'"),
-    (["simulate", "--policy", "gandiva"], "unknown policy 'gandiva'"),  # not shipped: no space sharing
     (["simulate", "--throughputs", "nowhere.json"], "throughputs file not found"),
     (["simulate", "--generate", "--jobs-per-hour", "-1", "--num-jobs", "5"], "jobs-per-hour must be positive"),
     (["simulate", "--generate", "--jobs-per-hour", "1"], "needs --num-jobs N or --window A B"),

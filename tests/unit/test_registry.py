@@ -16,10 +16,10 @@ def test_a_built_in_module_that_does_not_import_fails_loudly(monkeypatch):
 
 def test_every_built_in_module_registers_its_policies():
     names = set(available())
-    assert {"max_min_fairness_perf", "isolated", "hadar", "hadare", "yarn_cs"} <= names
-    assert "gandiva" not in names  # Gavel's space sharing is not implemented, so not shipped under its name
+    assert {"max_min_fairness_perf", "isolated", "hadar", "hadare", "yarn_cs", "gandiva",
+            "max_min_fairness_water_filling_packed"} <= names
 
 
 def test_unknown_names_raise_input_error():
-    with pytest.raises(InputError, match="unknown policy 'gandiva'"):
-        create("gandiva")
+    with pytest.raises(InputError, match="unknown policy 'gandiva_v2'"):
+        create("gandiva_v2")

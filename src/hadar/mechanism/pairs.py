@@ -3,12 +3,21 @@
 A unit is a job alone or a pair of jobs that share the same GPUs. Per GPU
 type (in the planner's order), units are ranked by priority = x_uj / (time
 the unit ran on j since the allocation was made, seeded with round/2), ties
-by x_uj then by the units' job ids; a greedy scan takes a unit when none of
-its jobs runs yet and the type has ``scale_factor`` free GPUs. A chosen pair
-is placed like one job (it keeps its first job's GPUs when free) and gives
-both jobs a lease on the same GPUs, each naming its partner: the executor
-credits each job its own co-located rate. Gavel keeps such counters per job
-combination; here they live in :class:`PairCounters`, which the planner owns.
+by the unit's deficit on j (summed over past allocations: share x elapsed
+time minus time run), then x_uj, then Gavel's order (a job, then its pairs
+with earlier jobs: last job id, pair after single, first job id). GPUs the
+units with a share leave go to units without one (priority 0, by deficit),
+except under policies that skip zero priorities (FIFO): under
+``--gavel-compat`` every job alone and every pair of jobs with the same GPU
+count, right after that type's positive entries, and each pair starts with
+half a round of deficit, as Gavel's rounds do; otherwise only jobs alone,
+after every type's positive entries. A greedy scan takes a unit when none of
+its jobs runs yet and the type has ``scale_factor`` free GPUs (and, for a
+pair, both co-located rates are positive). A chosen pair is placed like one
+job (it keeps its first job's GPUs when free) and gives both jobs a lease on
+the same GPUs, each naming its partner: the executor credits each job its
+own co-located rate. Gavel keeps such counters per job combination; here
+they live in :class:`PairCounters`, which the planner owns.
 """
 
 from __future__ import annotations
@@ -24,20 +33,51 @@ Unit = tuple[int, ...]  # sorted job ids: (a,) alone, (a, b) a pair
 
 @dataclass(slots=True)
 class PairCounters:
-    """Seconds each unit ran per type since ``allocation`` was made (reset when it changes)."""
+    """Seconds each unit ran per type since ``allocation`` was made (reset when it changes), and each
+    unit's deficit: summed over past allocations, the time it should have run minus the time it ran.
+    ``gavel``: as Gavel's counters start a pair's time at 0 where a job's starts at half a round, every
+    pair of live jobs with the same GPU count gains half a round of deficit at its first re-solve."""
 
     allocation: Allocation | None = None
     received: dict[tuple[Unit, str], float] = field(default_factory=dict)
+    deficits: dict[tuple[Unit, str], float] = field(default_factory=dict)
+    since_s: float = 0.0
+    born: set[Unit] = field(default_factory=set)
 
-    def sync(self, allocation: Allocation) -> None:
-        if allocation is not self.allocation:
-            self.allocation, self.received = allocation, {}
+    def sync(self, allocation: Allocation, state: SchedulerState, gavel: bool = False) -> None:
+        if allocation is self.allocation:
+            return
+        if gavel:
+            self._credit_new_pairs(state)
+        if self.allocation is not None:  # settle the deficits of the allocation that ends now
+            seed, elapsed = state.round_s / 2.0, state.now_s - self.since_s
+            shares = {(unit, t): x for unit, xs in _units(state, self.allocation)
+                      for t, x in zip(state.gpu_types, xs, strict=True) if x > 0}
+            for key in set(shares) | set(self.received):
+                ran = self.received.get(key, seed) - seed
+                self.deficits[key] = self.deficits.get(key, 0.0) + shares.get(key, 0.0) * elapsed - ran
+        self.allocation, self.received, self.since_s = allocation, {}, state.now_s
+
+    def _credit_new_pairs(self, state: SchedulerState) -> None:
+        ids = sorted((j.job_id, j.scale_factor) for j in state.jobs)
+        for x, (a, sa) in enumerate(ids):
+            for b, sb in ids[x + 1:]:
+                if sa == sb and (a, b) not in self.born:
+                    self.born.add((a, b))
+                    for t in state.gpu_types:
+                        self.deficits[((a, b), t)] = self.deficits.get(((a, b), t), 0.0) + state.round_s / 2.0
 
     def got(self, unit: Unit, gpu_type: str, seed: float) -> float:
         return self.received.get((unit, gpu_type), seed)
 
     def add(self, unit: Unit, gpu_type: str, seconds: float, seed: float) -> None:
         self.received[(unit, gpu_type)] = self.got(unit, gpu_type, seed) + seconds
+
+
+def _arrival_key(unit: Unit) -> tuple[int, int, int]:
+    """Gavel's order of units with equal priority, deficit and share: a job, then its pairs with the
+    jobs before it (the order its dicts gain them as jobs arrive): (last job id, pair?, first id)."""
+    return (unit[-1], len(unit), unit[0])
 
 
 def _units(state: SchedulerState, allocation: Allocation) -> list[tuple[Unit, tuple[float, ...]]]:
@@ -54,24 +94,46 @@ def _units(state: SchedulerState, allocation: Allocation) -> list[tuple[Unit, tu
     return out
 
 
+def _queue(state: SchedulerState, allocation: Allocation, types: Sequence[str], counters: PairCounters,
+           spare: bool, spare_last: bool) -> list[tuple[str, Unit]]:
+    """(type, unit) in the order the greedy scan tries them: per type, the units with a share by
+    priority; with ``spare``, then the units without a share there (priority 0) by deficit: Gavel's
+    way (not ``spare_last``) every job alone and every pair of jobs with the same GPU count, right
+    after that type's positive entries; with ``spare_last`` the jobs alone only, after every type's."""
+    seed = state.round_s / 2.0
+    units = _units(state, allocation)
+    index = {t: i for i, t in enumerate(state.gpu_types)}
+    ids = sorted(j.job_id for j in state.jobs)
+    idle: list[Unit] = [(a,) for a in ids] if spare else []
+    if spare and not spare_last:
+        sf = {j.job_id: j.scale_factor for j in state.jobs}
+        idle += [(a, b) for x, a in enumerate(ids) for b in ids[x + 1:] if sf[a] == sf[b]]
+    head: list[tuple[str, Unit]] = []
+    tail: list[tuple[str, Unit]] = []
+    for t in types:
+        j = index[t]
+        entries = [(xs[j] / counters.got(u, t, seed), counters.deficits.get((u, t), 0.0), xs[j], u)
+                   for u, xs in units if xs[j] > 0]
+        entries.sort(key=lambda e: (-e[0], -e[1], -e[2], _arrival_key(e[3])))
+        head.extend((t, e[3]) for e in entries)
+        shared = {e[3] for e in entries}
+        rest = sorted((u for u in idle if u not in shared),
+                      key=lambda u: (-counters.deficits.get((u, t), 0.0), _arrival_key(u)))
+        (tail if spare_last else head).extend((t, u) for u in rest)
+    return head + tail
+
+
 def choose_units(state: SchedulerState, allocation: Allocation, types: Sequence[str],
-                 counters: PairCounters) -> dict[str, list[Unit]]:
+                 counters: PairCounters, spare: bool = False, spare_last: bool = True) -> dict[str, list[Unit]]:
     """The units that run this round, per type (see the module docstring)."""
-    counters.sync(allocation)
+    counters.sync(allocation, state, gavel=not spare_last)
     seed = state.round_s / 2.0
     jobs = {j.job_id: j for j in state.jobs}
     index = {t: i for i, t in enumerate(state.gpu_types)}
-    units = _units(state, allocation)
-    queue: list[tuple[str, Unit, float]] = []
-    for t in types:
-        j = index[t]
-        entries = [(xs[j] / counters.got(u, t, seed), xs[j], u) for u, xs in units if xs[j] > 0]
-        entries.sort(key=lambda e: (-e[0], -e[1], e[2]))
-        queue.extend((t, e[2], e[0]) for e in entries)
     left = {t: state.cluster.count(t) for t in types}
     taken: set[int] = set()
     chosen: dict[str, list[Unit]] = {t: [] for t in types}
-    for t, unit, _prio in queue:
+    for t, unit in _queue(state, allocation, types, counters, spare, spare_last):
         sf = jobs[unit[0]].scale_factor
         if left[t] < sf or any(jid in taken for jid in unit):
             continue

@@ -45,7 +45,8 @@ class GavelRoundPlanner:
     ``shuffle_types``: walk GPU types in a random order each round (Gavel does
     this for type-agnostic policies; seeded with ``seed + 5`` like Gavel).
     ``skip_zero_priority``: never run a job with zero priority on a type
-    (Gavel's FIFO policies); otherwise spare GPUs go to such jobs too.
+    (Gavel's FIFO policies); otherwise spare GPUs go to such jobs too (under a space-sharing
+    allocation: to units without a share, mechanism/pairs.py).
     """
 
     DUST = 1e-6
@@ -74,7 +75,7 @@ class GavelRoundPlanner:
 
     def _plan_units(self, state: SchedulerState, allocation: Allocation, types: list[str]) -> RoundPlan:
         """Space sharing: units (jobs alone, pairs) instead of jobs; see mechanism/pairs.py."""
-        units = choose_units(state, allocation, types, self._pairs)
+        units = choose_units(state, allocation, types, self._pairs, not self.skip_zero_priority, self.spare_last)
         leases: list[Lease] = []
         for t in types:
             order = tuple(g for n in state.cluster.nodes_of_type(t) for g in state.cluster.gpus_of_node(n))

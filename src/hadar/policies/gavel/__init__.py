@@ -1,7 +1,8 @@
 """Gavel's scheduling policies (spec/gavel.md section 2); importing registers them.
 
 Module map: ``max_min`` (LAS), ``water_filling``, ``finish_time``, ``makespan``,
-``throughput`` (max sum), ``fifo``, ``shares`` (isolated); solver
+``throughput`` (max sum), ``fifo``, ``shares`` (isolated), ``allox``, ``cost`` (per-dollar), ``hierarchical`` (entity water filling), space sharing in ``packing`` (LP
+rows), ``packed``, ``packed_water_filling`` and ``gandiva``; solver
 plumbing in ``problem`` (job classes + HiGHS) and ``center`` (interior point).
 """
 
@@ -10,10 +11,12 @@ from hadar.policies.gavel import (  # noqa: F401
     cost,
     fifo,
     finish_time,
+    gandiva,
     hierarchical,
     makespan,
     max_min,
     packed,
+    packed_water_filling,
     shares,
     throughput,
     water_filling,

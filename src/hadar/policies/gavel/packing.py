@@ -68,6 +68,50 @@ class Units:
         return np.concatenate([job_scale, job_scale[self.pairs[:, 0]]]) if self.pairs.size else job_scale.copy()
 
 
+@dataclass(frozen=True, slots=True)
+class PackedRows:
+    """The LP's pieces over the usable entries ``(uu[v], tt[v])`` (unit, type) of ``x``: ``cap`` (n x nv)
+    and ``time`` (m x nv) keep ``cap @ x <= capacities`` and ``time @ x <= 1``; ``gain`` (m x nv) gives
+    each job's scaled effective throughput ``gain @ x``."""
+
+    uu: IntArray
+    tt: IntArray
+    cap: sp.csr_matrix
+    time: sp.csr_matrix
+    gain: sp.csr_matrix
+    capacities: FloatArray
+
+    @property
+    def nv(self) -> int:
+        return int(self.uu.size)
+
+    @classmethod
+    def of(cls, units: Units, coef_scale: FloatArray, throughputs: FloatArray, job_scale: FloatArray,
+           capacities: FloatArray) -> PackedRows:
+        m, n = throughputs.shape
+        jobs, mem_units, rates = units.member_rates(throughputs)
+        # a unit's entry (u, j) is usable when every member has a positive rate there and the type has GPUs
+        usable = np.ones((units.count, n), dtype=bool)
+        np.logical_and.at(usable, mem_units, rates > 0)
+        usable &= (capacities > 0)[None, :]
+        uu, tt = np.nonzero(usable)
+        nv = uu.size
+        col = np.full((units.count, n), -1)
+        col[uu, tt] = np.arange(nv)
+        s_u = units.scale_factors(job_scale)
+        cap = sp.csr_matrix((s_u[uu], (tt, np.arange(nv))), shape=(n, nv))
+        mj, mt = np.nonzero(usable[mem_units])  # membership index, type
+        vars_ = col[mem_units[mj], mt]
+        time = sp.csr_matrix((np.ones(mj.size), (jobs[mj], vars_)), shape=(m, nv))
+        gain = sp.csr_matrix((coef_scale[jobs[mj]] * rates[mj, mt], (jobs[mj], vars_)), shape=(m, nv))
+        return cls(uu, tt, cap, time, gain, capacities)
+
+    def unpack(self, xv: FloatArray, u_count: int) -> FloatArray:
+        x = np.zeros((u_count, self.capacities.size))
+        x[self.uu, self.tt] = np.clip(xv[: self.nv], 0.0, 1.0)
+        return x
+
+
 def packed_max_min(units: Units, coef_scale: FloatArray, throughputs: FloatArray, job_scale: FloatArray,
                    capacities: FloatArray, demand: BoolArray | None = None,
                    spread: bool = False) -> tuple[float, FloatArray]:
@@ -79,29 +123,16 @@ def packed_max_min(units: Units, coef_scale: FloatArray, throughputs: FloatArray
     normalized throughputs (leftover capacity goes to non-bottleneck jobs); ties among optimal vertices follow HiGHS's
     dual simplex (deterministic for a given problem; no BLAS involved).
     """
-    m, n = throughputs.shape
-    u_count = units.count
-    jobs, mem_units, rates = units.member_rates(throughputs)
-    # a unit's entry (u, j) is usable when every member has a positive rate there and the type has GPUs
-    usable = np.ones((u_count, n), dtype=bool)
-    np.logical_and.at(usable, mem_units, rates > 0)
-    usable &= (capacities > 0)[None, :]
-    uu, tt = np.nonzero(usable)
-    nv = uu.size
-    col = np.full((u_count, n), -1)
-    col[uu, tt] = np.arange(nv)
-    s_u = units.scale_factors(job_scale)
-    # capacity rows (n), per-job time rows (m), demand rows (m): -sum coef R x + tau <= 0
-    cap = sp.csr_matrix((s_u[uu], (tt, np.arange(nv))), shape=(n, nv + 1))
-    mj, mt = np.nonzero(usable[mem_units])  # membership index, type
-    vars_ = col[mem_units[mj], mt]
-    time = sp.csr_matrix((np.ones(mj.size), (jobs[mj], vars_)), shape=(m, nv + 1))
-    vals = -(coef_scale[jobs[mj]] * rates[mj, mt])
-    demand_rows = sp.csr_matrix((vals, (jobs[mj], vars_)), shape=(m, nv + 1)) + sp.csr_matrix(
-        (np.ones(m), (np.arange(m), np.full(m, nv))), shape=(m, nv + 1)).tocsr()
+    m = throughputs.shape[0]
+    rows = PackedRows.of(units, coef_scale, throughputs, job_scale, capacities)
+    nv = rows.nv
     keep = np.ones(m, dtype=bool) if demand is None else np.asarray(demand, dtype=bool)
-    a_ub = sp.vstack([cap, time, demand_rows[keep]]).tocsr()
-    b_ub = np.concatenate([capacities, np.ones(m), np.zeros(int(keep.sum()))])
+    k = int(keep.sum())
+    # capacity rows (n), per-job time rows (m), demand rows: -gain x + tau <= 0
+    demand_rows = sp.hstack([-rows.gain[keep], sp.csr_matrix(np.ones((k, 1)))])
+    a_ub = sp.vstack([sp.hstack([rows.cap, sp.csr_matrix((rows.cap.shape[0], 1))]),
+                      sp.hstack([rows.time, sp.csr_matrix((m, 1))]), demand_rows]).tocsr()
+    b_ub = np.concatenate([capacities, np.ones(m), np.zeros(k)])
     bounds = np.zeros((nv + 1, 2))
     bounds[:, 1] = np.inf
     c = np.zeros(nv + 1)
@@ -109,12 +140,9 @@ def packed_max_min(units: Units, coef_scale: FloatArray, throughputs: FloatArray
     res = solve_lp(c, a_ub, b_ub, bounds, "packed max-min fairness LP")
     if spread:  # second LP: keep the optimum, then maximize the sum of the jobs' normalized throughputs
         bounds[-1, 0] = float(res.x[-1]) * (1.0 - 1e-9)
-        c2 = np.asarray(demand_rows[keep].sum(axis=0)).ravel()
-        c2[-1] = 0.0
-        res = solve_lp(c2, a_ub, b_ub, bounds, "packed max-min fairness LP (spread)")
-    x = np.zeros((u_count, n))
-    x[uu, tt] = np.clip(res.x[:nv], 0.0, 1.0)
-    return float(res.x[-1]), x
+        c2 = -np.asarray(rows.gain[keep].sum(axis=0)).ravel()
+        res = solve_lp(np.append(c2, 0.0), a_ub, b_ub, bounds, "packed max-min fairness LP (spread)")
+    return float(res.x[-1]), rows.unpack(res.x, units.count)
 
 
 def effective_throughputs(units: Units, throughputs: FloatArray, x: FloatArray) -> FloatArray:
