@@ -1,9 +1,10 @@
 """Gavel's scheduling policies (spec/gavel.md section 2); importing registers them.
 
 Module map: ``max_min`` (LAS), ``water_filling``, ``finish_time``, ``makespan``,
-``throughput`` (max sum), ``fifo``, ``shares`` (isolated), ``allox``, ``cost`` (per-dollar), ``hierarchical`` (entity water filling), space sharing in ``packing`` (LP
-rows), ``packed``, ``packed_water_filling`` and ``gandiva``; solver
-plumbing in ``problem`` (job classes + HiGHS) and ``center`` (interior point).
+``throughput`` (max sum), ``fifo``, ``shares`` (isolated), ``allox``, ``cost`` (per dollar),
+``hierarchical`` (entity water filling); space sharing in ``packing`` (LP rows), ``packed``,
+``packed_water_filling`` and ``gandiva``; solver plumbing in ``problem`` (job classes + HiGHS)
+and ``center`` (interior point).
 """
 
 from hadar.policies.gavel import (  # noqa: F401
