@@ -238,9 +238,10 @@ class Engine:
         queue.push(end, EventKind.ROUND_END)
         if self.traits.cut_rounds:
             nxt = source.next_arrival()
-            busy = sum(len(lease.gpus) for lease in plan.leases)
-            if nxt is not None and now < nxt < end and busy < len(self.ledger.cluster.up_gpus):
-                queue.push(nxt, EventKind.ARRIVAL)
+            if nxt is not None and now < nxt:
+                at = self._arrival_cut(plan, nxt)
+                if at is not None and at < end:
+                    queue.push(at, EventKind.ARRIVAL)
             planned = {lease.job_id for lease in plan.leases}
             waiting = any(jid not in planned for jid in self.ledger.active)
             for lease in plan.leases:
@@ -254,6 +255,17 @@ class Engine:
             return plan
         self.stats.cut_rounds += 1
         return dataclasses.replace(plan, duration_s=first.time_s - plan.start_s)
+
+    def _arrival_cut(self, plan: RoundPlan, arrival_s: float) -> float | None:
+        """When an arrival ends the round: at once where GPUs are idle; for a forking policy whose
+        jobs run as several copies, once the round has run ``yield_after_s`` (the copies yield to
+        the new job); None: it waits for the round's end."""
+        if sum(len(lease.gpus) for lease in plan.leases) < len(self.ledger.cluster.up_gpus):
+            return arrival_s
+        after = self.traits.yield_after_s
+        if after is None or len({lease.job_id for lease in plan.leases}) == len(plan.leases):
+            return None
+        return max(arrival_s, plan.start_s + after)
 
     def _stuck_message(self) -> str:
         stuck = [f"{r.job.job_id} ({r.job.job_type}, {r.job.scale_factor} GPUs)" for r in self.ledger.active.values()]

@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from hadar.arrays import FloatArray
+from hadar.errors import InputError
 from hadar.mechanism.forking import CopyCandidate, NodeFree, copies_rate, offer_nodes, split_by_node
 from hadar.mechanism.placement import assign_gpus
 from hadar.model.state import Allocation, SchedulerState
@@ -68,25 +69,32 @@ class HadarEPolicy:
                  "TTD-optimal plan gives them (0: off)",
         "fork_guard": "pace guard, in rounds: a job within this many rounds of setting the makespan gets copies "
                       "first, enough to keep pace (null: off)",
+        "yield_after_s": "a copy's minimum lease (s): an arrival that finds every GPU leased while jobs run as "
+                         "copies ends the round this long after it began at the earliest, and the copies yield",
     }
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, forks=True, resolve="every_round",
-                                                  planner="forking")
+                                                  cut_rounds=True, planner="forking")
     name: ClassVar[str] = "hadare"
 
     def __init__(self, *, fork: bool = True, match: float = 2.0, fork_guard: float | None = 1.0,
+                 yield_after_s: float = 30.0,
                  plan: str = "pack", keep_slack: float | None = None, first_round: bool = False,
                  **hadar: Any) -> None:
         self.hadar = HadarPolicy(plan=plan, keep_slack=keep_slack, first_round=first_round, **hadar)
         self.fork = fork
         self.match = match
         self.fork_guard = fork_guard
+        if not (yield_after_s >= 0 and np.isfinite(yield_after_s)):
+            raise InputError(f"hadare: yield_after_s must be >= 0 seconds, got {yield_after_s}")
+        self.yield_after_s = float(yield_after_s)
 
     @property
     def traits(self) -> PolicyTraits:
         from dataclasses import replace
 
-        return replace(self.TRAITS, rate_model=self.hadar.rate_model)
+        return replace(self.TRAITS, rate_model=self.hadar.rate_model,
+                       yield_after_s=self.yield_after_s if self.fork else None)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         jobs, types, cluster = state.jobs, state.gpu_types, state.cluster
@@ -94,23 +102,20 @@ class HadarEPolicy:
             return Allocation.for_state(state, np.zeros((0, len(types))), copies={})
         index = {t: r for r, t in enumerate(types)}
         horizon, rel = self._lp(state)
-        reserved = self._spread_critical(state, horizon, rel)
-        busy = np.zeros(len(types), dtype=int)
-        for r, n in Counter(index[cluster.gpu_type_of[g]] for gs in reserved.values() for g in gs).items():
-            busy[r] = n
-        sit_out = np.array([j.job_id in reserved for j in jobs])
         weight = np.maximum(rel, 0.01) ** self.match if self.match > 0 else None
-        x, scale, value, counts = self.hadar.place(state, busy=busy, sit_out=sit_out, weight=weight)
+        x, scale, value, counts = self.hadar.place(state, weight=weight)
         prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
         placed = assign_gpus(cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-                             prev, busy={g for gs in reserved.values() for g in gs})
-        gpus = {j.job_id: list(reserved.get(j.job_id, placed.get(j.job_id, ()))) for j in jobs}
-        book = self.hadar.price_book(state, value, scale) if self.fork else None
-        if book is not None:
-            for c in counts.values():
-                book.take(c)
-            book.take(dict(enumerate(busy.tolist())))
-            self._fork(state, x, value, book, gpus)
+                             prev)
+        gpus = {j.job_id: list(placed.get(j.job_id, ())) for j in jobs}
+        if self.fork:  # copies only on the GPUs no job's own placement wants: a waiting job never waits for a copy
+            book = self.hadar.price_book(state, value, scale)
+            for jid, extra in self._spread_critical(state, horizon, rel, gpus).items():
+                gpus[jid].extend(extra)
+            if book is not None:
+                held = Counter(index[cluster.gpu_type_of[g]] for gs in gpus.values() for g in gs)
+                book.take(dict(held))
+                self._fork(state, x, value, book, gpus)
         fractions = np.zeros((len(jobs), len(types)))
         for i, j in enumerate(jobs):
             for g in gpus[j.job_id]:
@@ -125,42 +130,47 @@ class HadarEPolicy:
         per_gpu, caps = copy_limits(state.jobs, state.cluster, state.table)
         return lp_efficiency(per_gpu, state.remaining_steps(), state.cluster, caps)
 
-    def _spread_critical(self, state: SchedulerState, horizon: float, rel: FloatArray) -> dict[int, tuple[int, ...]]:
-        """Makespan guard for forking (a pace controller). ``t_min``: a job's remaining time at its
-        fastest pace (its largest copy on every node); ``H``: the forking LP's horizon for all the
-        remaining work. A job with ``t_min >= H - fork_guard x round_s`` (within ``fork_guard`` rounds
-        of being the bottleneck; decisions are per round, so it must be paced now) must keep at least
-        the share ``t_min / H`` of its fastest pace or the workload cannot finish by H: it gets copies
-        first (most critical job first; on each node as many GPUs as free, up to W; nodes where it
-        fits the LP plan best, then fastest, first) until its copies reach that pace."""
-        if self.fork_guard is None or not self.fork:
+    def _spread_critical(self, state: SchedulerState, horizon: float, rel: FloatArray,
+                         gpus: Mapping[int, list[int]]) -> dict[int, list[int]]:
+        """Makespan guard for forking (a pace controller), on the GPUs no job's own placement holds
+        (``gpus``). ``t_min``: a job's remaining time at its fastest pace (its largest copy on every
+        node); ``H``: the forking LP's horizon for all the remaining work. A job with ``t_min >= H -
+        fork_guard x round_s`` (within ``fork_guard`` rounds of being the bottleneck; decisions are
+        per round, so it must be paced now) must keep at least the share ``t_min / H`` of its
+        fastest pace or the workload cannot finish by H: it gets copies first (most critical job
+        first; on each node where it has none yet, as many GPUs as free, up to W; nodes where it
+        fits the LP plan best, then fastest, first) until its copies, its own GPUs included, reach
+        that pace. Returns job id -> the GPUs of its new copies."""
+        if self.fork_guard is None:
             return {}
         fastest = self._spread_rate(state)
         t_min = state.remaining_steps() / fastest
         hot = np.flatnonzero(t_min >= horizon - self.fork_guard * state.round_s)
         cluster = state.cluster
         index = {t: r for r, t in enumerate(state.gpu_types)}
-        free = {n: list(cluster.gpus_of_node(n)) for n in cluster.up_nodes}
-        out: dict[int, tuple[int, ...]] = {}
+        taken = {g for gs in gpus.values() for g in gs}
+        free = {n: [g for g in cluster.gpus_of_node(n) if g not in taken] for n in cluster.up_nodes}
+        out: dict[int, list[int]] = {}
         for i in hot[np.argsort(-t_min[hot], kind="stable")]:
             j = state.jobs[i]
             rates = copy_rates(state.table, j.job_type, j.scale_factor, state.gpu_types)
             target = min(1.0, t_min[i] / max(horizon, 1e-9)) * fastest[i]
+            own = {cluster.node_of[g] for g in gpus[j.job_id]}
             order = sorted(cluster.up_nodes, key=lambda n: (
                 -rel[i, index[cluster.nodes[n].gpu_type]], -rates[index[cluster.nodes[n].gpu_type], 1], n))
             mine: list[int] = []
-            pace = 0.0
+            pace = copies_rate(cluster, rates, index, gpus[j.job_id])
             for n in order:
                 r = index[cluster.nodes[n].gpu_type]
                 if pace >= target * (1 - 1e-9):
                     break
-                if j.throughputs[r] > 0 and free[n]:
+                if j.throughputs[r] > 0 and free[n] and n not in own:
                     k = min(j.scale_factor, len(free[n]))
                     mine.extend(free[n][:k])
                     free[n] = free[n][k:]
                     pace += rates[r, k]
             if mine:
-                out[j.job_id] = tuple(mine)
+                out[j.job_id] = mine
         return out
 
     def _spread_rate(self, state: SchedulerState) -> FloatArray:
