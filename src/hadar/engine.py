@@ -151,9 +151,11 @@ class Engine:
                 stalled = True
                 continue
             stalled = ran_nothing = False
-            report = self._run_round(self._cut(plan, source, now), source)
+            cut = self._cut(plan, source, now)
+            report = self._run_round(cut, source)
             previous = plan
-            self.clock.advance_to(max(report.end_s, now))
+            # a cut round ends at its event even where its leases made no whole step by then
+            self.clock.advance_to(max(report.end_s, now, cut.start_s + cut.duration_s if cut is not plan else now))
         self.stats.wall_s = elapsed_s(started)
         return self.stats
 
