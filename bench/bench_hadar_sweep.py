@@ -2,9 +2,11 @@
 other clusters, and generated workloads of several loads (default re-solve cadence, seed 0).
 
 Prints, per workload, avg JCT, TTD (and TTD / bound) and queuing delay for both, with `ok` where
-Hadar's is no worse than LAS's and `XX` where it is. About 4 minutes here.
+Hadar's is no worse than LAS's and `XX` where it is. About 4 minutes here, one run after the
+other; `--parallel N` runs the 30 simulations in N local processes, `--address ADDR` as tasks on a
+Ray cluster (hadar.sweep; the same figures).
 
-    .venv/bin/python bench/bench_hadar_sweep.py [--only NAME,NAME]
+    .venv/bin/python bench/bench_hadar_sweep.py [--only NAME,NAME] [--parallel N | --address ADDR]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from hadar.model.throughput import ThroughputTable
 from hadar.sim.generate import JobGenerator
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
+from hadar.sweep import add_args, run_tasks
 
 DATA = Path(__file__).resolve().parents[1] / "src" / "hadar" / "data"
 # name, trace (or None: generated), cluster, throughput table, generator (seed, jobs/h, jobs, window)
@@ -55,19 +58,24 @@ def run(policy: str, trace: str | None, cluster: str, table: str | None, gen: An
     return simulate(source, parse_cluster(cluster), tbl, policy, window=window).summary
 
 
+def run_task(task: tuple[str, str | None, str, str | None, Any], report: Any) -> dict[str, Any]:
+    return run(*task)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated workload names")
+    add_args(ap)
     args = ap.parse_args()
     only = set(args.only.split(",")) if args.only else None
+    chosen = [w for w in WORKLOADS if only is None or w[0] in only]
+    tasks = [(p, *w[1:]) for w in chosen for p in ("hadar", "max_min_fairness_perf")]
+    out = iter(run_tasks(run_task, tasks, workers=args.parallel, address=args.address))
     print(f"{'workload':20} {'avg JCT h: hadar / LAS':>26} {'TTD h: hadar / LAS':>24} {'(bound x)':>9} "
           f"{'queue h: hadar / LAS':>24}")
     worse = 0
-    for name, trace, cluster, table, gen in WORKLOADS:
-        if only is not None and name not in only:
-            continue
-        h = run("hadar", trace, cluster, table, gen)
-        las = run("max_min_fairness_perf", trace, cluster, table, gen)
+    for name, *_ in chosen:
+        h, las = next(out), next(out)
         cells = []
         for key, scale, fmt in (("avg_jct_s", 3600, "8.3f"), ("makespan_s", 3600, "8.2f"),
                                 ("avg_queuing_delay_s", 3600, "6.3f")):

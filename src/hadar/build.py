@@ -58,14 +58,22 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
     return RunPolicy(spec.label, spec.build(**defaults))
 
 
-def make_planner(traits: PolicyTraits, seed: int = 0) -> RoundPlanner:
-    """The planner a policy's traits name (planners read the cluster from each snapshot)."""
+def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = True) -> RoundPlanner:
+    """The planner a policy's traits name (planners read the cluster from each snapshot). Outside
+    ``gavel_compat`` Gavel's rounds hand spare GPUs out only after every positive priority is served."""
     if traits.planner == "placement":
         return PlacementPlanner()
     if traits.planner == "forking":
         return ForkingPlanner()
     return GavelRoundPlanner(shuffle_types=not traits.type_aware, skip_zero_priority=traits.skip_zero_priority,
-                             seed=seed)
+                             seed=seed, spare_last=not gavel_compat)
+
+
+def run_cluster(cluster: Cluster, table: ThroughputTable, gavel_compat: bool) -> Cluster:
+    """The cluster a run decides on: Gavel's type order (v100, p100, k80, then as listed) under
+    ``gavel_compat``, else fastest first by the table (``ThroughputTable.speed_order``), so that no
+    decision depends on what the types are called."""
+    return cluster if gavel_compat else cluster.in_order(table.speed_order(cluster.listed_types))
 
 
 def make_cadence(gavel_compat: bool) -> Cadence:
@@ -80,7 +88,8 @@ def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Exe
     """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking);
     ``make_ledger`` builds the ledger (the service's records every change in its store)."""
     traits = policy.traits
-    ledger = make_ledger(cluster, table, round_s, track_copies=track_copies or traits.forks)
-    engine = Engine(policy, make_planner(traits, seed), executor, clock, ledger,
+    ledger = make_ledger(run_cluster(cluster, table, gavel_compat), table, round_s,
+                         track_copies=track_copies or traits.forks)
+    engine = Engine(policy, make_planner(traits, seed, gavel_compat=gavel_compat), executor, clock, ledger,
                     cadence=make_cadence(gavel_compat), on_event=on_event, on_progress=on_progress)
     return engine, ledger

@@ -58,7 +58,14 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--round-s", type=float, default=360.0, help="round length in seconds (default 360)")
     c.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     c.add_argument("--gavel-compat", action="store_true", help="re-solve at most every 1,920 s, as Gavel's "
-                   "published simulator (default: at the next round after any arrival or completion)")
+                   "published simulator (default: at the next round after any arrival or completion); "
+                   "charges no restarts")
+    c.add_argument("--restart-s", type=float, default=None, metavar="S",
+                   help="seconds a job loses each time it starts or moves to other GPUs, for jobs whose file "
+                   "gives no restart_s (default 0, as Gavel's simulator)")
+    c.add_argument("--fork-efficiency", metavar="FILE", help="what forked copies' steps are worth, per job family: "
+                   "a file of `hadar experiment fork-efficiency --out FILE`, or 'calibrated' (the bundled "
+                   "measurement; default: ideal, full credit); compare runs each forking policy both ways")
 
 
 def add_profiles_arg(p: argparse.ArgumentParser) -> None:
@@ -89,6 +96,12 @@ def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]
     cluster = parse_cluster(args.cluster, args.gpus_per_node)
     table = ThroughputTable.load(args.throughputs)
     kwargs: dict[str, Any] = {"round_s": args.round_s, "seed": args.seed, "gavel_compat": args.gavel_compat}
+    if args.restart_s is not None:
+        kwargs["restart_s"] = args.restart_s
+    if getattr(args, "fork_efficiency", None) is not None:
+        from hadar.model.fork_efficiency import ForkEfficiency
+
+        kwargs["fork_efficiency"] = ForkEfficiency.load(args.fork_efficiency)
     if args.window is not None:
         a, b = args.window
         if a < 0 or b <= a:

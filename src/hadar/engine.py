@@ -249,7 +249,8 @@ class Engine:
             for lease in plan.leases:
                 rate = self.executor.estimate_rate(lease) if lease.copy == 0 else None
                 if rate is not None and rate > 0:
-                    t = plan.start_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9  # just past the last step
+                    # just past the last step, after the restore a lease that is not extended pays first
+                    t = plan.start_s + lease.lost_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9
                     if t < end and (waiting or (nxt is not None and nxt < t)):
                         queue.push(t, EventKind.COMPLETION, lease.job_id)
         first = queue.pop()

@@ -161,7 +161,15 @@ def check_plan(state: SchedulerState, alloc: Allocation | None, plan: RoundPlan,
     jobs = {j.job_id: j for j in state.jobs}
     assert plan.start_s == state.now_s
     assert plan.duration_s == state.round_s
-    leased = [g for lease in plan.leases for g in lease.gpus]
+    by_id = {lease.job_id: lease for lease in plan.leases}
+    for lease in plan.leases:  # space sharing: a pair's two leases hold the same GPUs and name each other
+        if lease.partner_id >= 0:
+            other = by_id[lease.partner_id]
+            assert (other.partner_id, other.partner_type, other.gpus) == (lease.job_id, lease.job_type, lease.gpus)
+            assert alloc is not None and alloc.pairs and tuple(sorted((lease.job_id, other.job_id))) in {
+                tuple(sorted(k)) for k in alloc.pairs}
+    leased = [g for lease in plan.leases if lease.partner_id < 0 or lease.job_id < lease.partner_id
+              for g in lease.gpus]
     assert len(leased) == len(set(leased)), "a GPU is leased twice"
     assert all(0 <= g < cluster.num_gpus for g in leased)
     assert len({(lease.job_id, lease.copy) for lease in plan.leases}) == len(plan.leases)

@@ -88,3 +88,16 @@ def test_compare_says_when_the_isolated_run_for_ftf_fails(tmp_path):
 def test_jobs_csv_has_one_header(tmp_path: Path):
     assert main(["simulate", "--trace", "small_test", "--out", str(tmp_path), "--json"]) == 0
     assert (tmp_path / "jobs.csv").read_text().splitlines()[0].startswith("job_id,job_type")
+
+
+def test_a_csvs_own_ids_and_names_come_back_in_jobs_csv(tmp_path: Path):
+    """A hand-written CSV's ``job_id`` (hadar numbers jobs by arrival) returns as ``src_job_id``, and a
+    ``name`` (a train field a job_type job may carry) as ``name``, next to every other extra column."""
+    src = tmp_path / "j.csv"
+    src.write_text("job_id,name,job_type,scale_factor,total_steps,arrival_s,team\n"
+                   "9,beta,ResNet-18 (batch size 32),2,5000,10,b\n7,alpha,A3C,1,1000,0,a\n")
+    assert main(["simulate", "--trace", str(src), "--cluster", "2:2:2", "--out", str(tmp_path / "o"), "--json"]) == 0
+    lines = (tmp_path / "o" / "jobs.csv").read_text().splitlines()
+    assert lines[0].endswith(",attained_gpu_s,name,src_job_id,team")
+    assert [line.split(",")[0] + ":" + ",".join(line.split(",")[-3:]) for line in lines[1:]] == \
+        ["0:alpha,7,a", "1:beta,9,b"]

@@ -145,3 +145,20 @@ def test_keeper_is_looser_while_jobs_still_arrive() -> None:
     assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=20000.0, **kw)[0] == ["fast"]
     with pytest.raises(InputError):
         create("hadar", keep_busy=1.0)
+
+
+def test_keep_fair_shields_jobs_that_never_ran_or_fell_behind() -> None:
+    from tests.unit._policy_states import state
+
+    with pytest.raises(InputError):
+        create("hadar", keep_fair=0.5)
+    # at t = 2 h: job 0 (1 h alone, 0.5 h left, arrived at 0) is at FTF (2 + 0.5) / 1 = 2.5 so far;
+    # job 1 (10 h alone, 9 h left) at 1.1; job 2 never ran (attained 0)
+    st = state([{"rates": {"v100": 1.0}, "total": 3600.0, "remaining": 1800.0},
+                {"rates": {"v100": 1.0}, "total": 36000.0, "remaining": 32400.0},
+                {"rates": {"v100": 1.0}, "total": 3600.0, "arrival": 7000.0}], {"v100": 2}, now=7200.0)
+    pol = create("hadar", keep_fair=1.5)
+    work = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([2]))
+    fresh = np.array([False, False, True])
+    assert pol._shielded(st, work, fresh).tolist() == [1, 0, 1]
+    assert create("hadar")._shielded(st, work, fresh) is None  # off by default: the keeper holds back anyone

@@ -52,7 +52,7 @@ def test_min_max_rho_equals_ecos_optimum(name, policy):
     case = CASES[name]
     st = _state(case)
     inp = Inputs.of(st)
-    t = inp.throughputs if policy.endswith("_perf") else inp.reference_rates(st.gpu_types)
+    t = inp.throughputs if policy.endswith("_perf") else inp.reference_rates()
     x = create(policy).allocate(st).fractions
     iso = isolated_throughputs(t, inp.scale_factors, inp.capacities)
     rho = (inp.age_s + inp.remaining / (t * x).sum(axis=1)) / (inp.remaining / iso)

@@ -101,6 +101,8 @@ class Context:
         spec, out = self._spec, self._out
         stop = self._stop(out.iterations)  # on a gang, also waits for the slowest rank to be ready
         begin = time.monotonic()
+        if out.startup_s is None:  # building the model, loading the state, joining the gang: a restart's cost
+            out.startup_s = begin - self._t0
         emulated = 0.0
         try:
             while not stop:

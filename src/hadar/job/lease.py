@@ -84,6 +84,7 @@ class LeaseOutcome:
     iterations: int = 0
     train_s: float = 0.0  # from the first step to the end of the last
     restore_s: float = 0.0  # reading the saved state from disk
+    startup_s: float | None = None  # from the lease's start to its first step: the restart it cost (None: no step)
     save_s: float = 0.0
     restored: bool = False  # load_state read a checkpoint file
     continued: bool = False  # load_state was served from this worker's memory (lease extension)

@@ -198,7 +198,8 @@ class ForkingPlanner:
             for c, group in enumerate(gpus.get(job.job_id, [])):
                 leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
                                     gpus=group, max_steps=job.remaining_steps, copy=c,
-                                    extended=(job.job_id, group) in before))
+                                    extended=(job.job_id, group) in before, restart_s=job.restart_s,
+                                    owed_s=job.owed_s(group)))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
 
     def gpu_ids(self, state: SchedulerState, copies: Mapping[int, Sequence[tuple[int, int]]]

@@ -54,6 +54,15 @@ class JobRecord:
     failed_s: float | None = None  # when it ended as failed (it will not run again)
     failure: str = ""  # why
     cancelled_s: float | None = None  # when it was cancelled
+    restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, restore s left) of last round's leases
+    measured_restart_s: float | None = None  # the runtime's measured restart cost (used if the job gives none)
+
+    @property
+    def restart_s(self) -> float:
+        """The job's restart cost: its own ``restart_s``, else the measured one, else 0."""
+        if self.job.restart_s is not None:
+            return self.job.restart_s
+        return self.measured_restart_s if self.measured_restart_s is not None else 0.0
 
     @property
     def status(self) -> str:
@@ -118,12 +127,21 @@ class JobLedger:
                 priority_weight=r.job.priority_weight, arrival_s=r.job.arrival_s,
                 total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
                 first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
-                received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s),
+                received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.restart_s,
+                restoring=r.restoring,
             )
             for r in self.active.values()
         )
         return SchedulerState(now_s=now_s, round_s=self.round_s, cluster=self.cluster, jobs=views,
                               table=self.table, memo=self.memo)
+
+    def set_measured_restarts(self, measured: Mapping[int, float]) -> None:
+        """Restart costs the runtime measured (job id -> s): a job that gives no ``restart_s`` is weighed
+        with its measured one from the next snapshot on."""
+        for jid, s in measured.items():
+            rec = self.active.get(jid)
+            if rec is not None:
+                rec.measured_restart_s = s
 
     def update_table(self, table: ThroughputTable, *, resolve_if_moved: float | None = None) -> None:
         """Use ``table`` from now on (e.g. the runtime's measured throughputs): refreshes active jobs' rates.
@@ -163,6 +181,8 @@ class JobLedger:
         old = self.cluster
         if cluster.nodes[:len(old.nodes)] != old.nodes:
             raise ValueError("a new cluster view must keep the existing nodes in order (joins are appended)")
+        if old.order:  # a run's type order outlives node changes (a new type comes last)
+            cluster = cluster.in_order(old.gpu_types)
         old_types, seed = self.types, self.round_s / 2.0
         self.cluster, self.types = cluster, cluster.gpu_types
         self._type_index = [self.types.index(t) for t in cluster.gpu_type_of]
@@ -204,17 +224,21 @@ class JobLedger:
         prev = {jid: r.prev_gpus for jid, r in self.active.items() if r.prev_gpus}
         self.lease_opportunities += len(prev)
         ran: dict[int, list[int]] = {}
+        restoring: dict[int, list[tuple[tuple[int, ...], float]]] = {}
         finished: list[int] = []
         # per job, as the opportunities are: a forked job whose copies keep their GPUs counts once
         self.lease_extensions += len({lease.job_id for lease in plan.leases if lease.extended} & prev.keys())
+        gpu_busy: dict[int, float] = {}  # a GPU shared by a pair is busy while either job runs
         for res in report.results:
             rec = self.records[res.job_id]
             if rec.cancelled_s is not None:
                 continue  # cancelled while the round ran: its work no longer counts
             busy = max(0.0, res.end_s - report.start_s)
             for g in res.gpus:
-                self.gpu_busy_s[g] += busy
+                gpu_busy[g] = max(gpu_busy.get(g, 0.0), busy)
             ran.setdefault(res.job_id, []).extend(res.gpus)
+            if res.restore_left_s > 0:
+                restoring.setdefault(res.job_id, []).append((res.gpus, res.restore_left_s))
             g0 = res.gpus[0] if res.gpus else 0
             if self.track_copies:
                 rec.copies.append(CopyRound(self.rounds, res.copy, self.cluster.node_of[g0],
@@ -235,6 +259,8 @@ class JobLedger:
             if rec.remaining <= DONE_EPS * max(1.0, float(rec.job.total_steps)) and rec.finish_s is None:
                 rec.remaining = 0.0
                 rec.finish_s = max(res.end_s, rec.finish_s or 0.0)
+        for g, busy in gpu_busy.items():
+            self.gpu_busy_s[g] += busy
         for jid, rec in self.active.items():
             gpus = tuple(sorted(ran.get(jid, ())))
             if gpus:
@@ -242,6 +268,7 @@ class JobLedger:
                     rec.restarts += 1  # resumed elsewhere or after a pause: checkpoint restore
                 rec.rounds_run += 1
             rec.prev_gpus = gpus
+            rec.restoring = tuple(restoring.get(jid, ()))
         for jid in [j for j, r in self.active.items() if r.ended]:
             del self.active[jid]
             finished.append(jid)

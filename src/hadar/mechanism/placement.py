@@ -97,5 +97,6 @@ class PlacementPlanner:
             if not gpus:
                 continue
             leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
-                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus))
+                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus,
+                                restart_s=job.restart_s, owed_s=job.owed_s(gpus)))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))

@@ -9,13 +9,30 @@ keeps a job on the exact GPUs it held last round when they are free
 that is active but absent from the allocation (it arrived after the last
 re-solve) can be picked by the scan, which holds its GPUs idle this round,
 and is not placed.
+
+Outside ``--gavel-compat`` (``spare_last``) the types are scanned in the
+cluster's order (fastest first there: ``ThroughputTable.speed_order``,
+never by name); a fraction below ``DUST`` times the job's largest one
+(solver round-off, e.g. 4e-7 on a V100 next to 1.0 on a P100) counts as
+zero; the scan puts a job off while it has a positive priority on a type
+where it runs faster and that has room for it (the scan's fastest-first
+rule, per job); and only after every positive priority has been seen do
+the put-off entries and then spare GPUs go out, to each job's relatively
+fastest types first (its rate there over its best rate; ties by deficit,
+the type's position, job id). Under a type-agnostic policy (types shuffled)
+jobs do not seek their fast types: no entry is put off, and spare GPUs go
+by deficit, the type's position and job id. Gavel's scan, type by type from v100, hands
+a lone job a v100 where its priority is zero or small before it reaches
+the p100 its allocation names, where the job runs 2.3x as fast.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
+from hadar.mechanism.pairs import PairCounters, choose_units, pair_leases
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, JobView, SchedulerState
 
@@ -23,27 +40,45 @@ from hadar.model.state import Allocation, JobView, SchedulerState
 class GavelRoundPlanner:
     """Gavel's priority/deficit round planner.
 
+    ``DUST``: with ``spare_last``, fractions at most this times the job's largest count as zero.
+
     ``shuffle_types``: walk GPU types in a random order each round (Gavel does
     this for type-agnostic policies; seeded with ``seed + 5`` like Gavel).
     ``skip_zero_priority``: never run a job with zero priority on a type
     (Gavel's FIFO policies); otherwise spare GPUs go to such jobs too.
     """
 
-    def __init__(self, *, shuffle_types: bool = False, skip_zero_priority: bool = False, seed: int = 0) -> None:
+    DUST = 1e-6
+
+    def __init__(self, *, shuffle_types: bool = False, skip_zero_priority: bool = False, seed: int = 0,
+                 spare_last: bool = False) -> None:
         self.shuffle_types = shuffle_types
         self.skip_zero_priority = skip_zero_priority
+        self.spare_last = spare_last
         self._rng = random.Random(seed + 5)
+        self._pairs = PairCounters()  # space-sharing allocations only (mechanism/pairs.py)
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         types = list(state.gpu_types)
         if self.shuffle_types:
             self._rng.shuffle(types)
+        if allocation is not None and allocation.pairs:
+            return self._plan_units(state, allocation, types)
         chosen = self._choose(state, allocation, types)
         cluster = state.cluster
         leases: list[Lease] = []
         for t in types:
-            order = tuple(g for n in cluster.nodes_of_type(t) for g in cluster.gpus_of_node(n))
+            order = cluster.gpus_by_type.get(t, ())  # up nodes in index order, each node's GPUs in id order
             leases.extend(self._place(order, chosen[t], allocation))
+        return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
+
+    def _plan_units(self, state: SchedulerState, allocation: Allocation, types: list[str]) -> RoundPlan:
+        """Space sharing: units (jobs alone, pairs) instead of jobs; see mechanism/pairs.py."""
+        units = choose_units(state, allocation, types, self._pairs)
+        leases: list[Lease] = []
+        for t in types:
+            order = tuple(g for n in state.cluster.nodes_of_type(t) for g in state.cluster.gpus_of_node(n))
+            leases.extend(pair_leases(state, units[t], partial(self._place, order, allocation=allocation)))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
 
     # -- choosing who runs ------------------------------------------------------
@@ -53,32 +88,69 @@ class GavelRoundPlanner:
         queue: list[tuple[str, JobView, float]] = []
         alloc_index = {t: i for i, t in enumerate(allocation.gpu_types)} if allocation is not None else {}
         rows = [allocation.row(job.job_id) if allocation is not None else None for job in state.jobs]
+        floors = [self.DUST * max(row, default=0.0) if (self.spare_last and row is not None) else 0.0
+                  for row in rows]
         for t in types:
             j = index[t]
             a = alloc_index.get(t)
             entries = []
-            for job, row in zip(state.jobs, rows, strict=True):
+            for job, row, floor in zip(state.jobs, rows, floors, strict=True):
                 x = row[a] if (row is not None and a is not None) else 0.0
-                prio = x / job.received_s[j] if (x > 0 and job.throughputs[j] > 0) else 0.0
+                prio = x / job.received_s[j] if (x > floor and job.throughputs[j] > 0) else 0.0
                 entries.append((prio, job.deficit_s[j], x, job))
             entries.sort(key=lambda e: (-e[0], -e[1], -e[2], e[3].job_id))  # exact ties: lowest id first
             queue.extend((t, e[3], e[0]) for e in entries)
         left = {t: state.cluster.count(t) for t in types}
-        taken: set[int] = set()
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
+        if not self.spare_last:
+            self._serve(queue, left, chosen, index)
+            return chosen
+        prios: dict[int, dict[str, float]] = {}
         for t, job, prio in queue:
-            if left[t] == 0 or job.job_id in taken:
+            prios.setdefault(job.job_id, {})[t] = prio
+        aware = not self.shuffle_types  # a type-agnostic policy's jobs do not seek their fast types
+        deferred = self._serve([e for e in queue if e[2] > 0], left, chosen, index, prios if aware else None)
+        spare = deferred + [e for e in queue if e[2] <= 0]
+        key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware)
+        self._serve(sorted(spare, key=key), left, chosen, index)
+        return chosen
+
+    def _serve(self, queue: list[tuple[str, JobView, float]], left: dict[str, int], chosen: dict[str, list[JobView]],
+               index: dict[str, int], prios: dict[int, dict[str, float]] | None = None
+               ) -> list[tuple[str, JobView, float]]:
+        """Gavel's greedy scan of ``queue``: each job not yet chosen gets ``scale_factor`` GPUs of the entry's
+        type if it has room. With ``prios`` (job -> type -> priority), an entry is put off (returned) while
+        the job has a positive priority on a type where it runs faster and that has room for it."""
+        taken = {job.job_id for jobs in chosen.values() for job in jobs}
+        later: list[tuple[str, JobView, float]] = []
+        for t, job, prio in queue:
+            rate = job.throughputs[index[t]]
+            if left[t] == 0 or job.job_id in taken or rate <= 0:
                 continue
-            if job.throughputs[index[t]] <= 0:
+            if (self.skip_zero_priority and prio <= 0) or job.scale_factor > left[t]:
                 continue
-            if self.skip_zero_priority and prio <= 0:
-                continue
-            if job.scale_factor > left[t]:
+            if prios is not None and any(p > 0 and left[u] >= job.scale_factor and job.throughputs[index[u]] > rate
+                                         for u, p in prios[job.job_id].items()):
+                later.append((t, job, prio))
                 continue
             left[t] -= job.scale_factor
             taken.add(job.job_id)
             chosen[t].append(job)
-        return chosen
+        return later
+
+    @staticmethod
+    def _spare_key(index: dict[str, int], position: dict[str, int], aware: bool
+                   ) -> Callable[[tuple[str, JobView, float]], tuple[bool, float, float, int, int]]:
+        """Order of the second pass: entries put off first, then (``aware``: a type-aware policy) the job's
+        rate on the type over its best rate, deficit, the type's position in the scan, job id."""
+        def key(e: tuple[str, JobView, float]) -> tuple[bool, float, float, int, int]:
+            t, job, prio = e
+            j = index[t]
+            best = max(job.throughputs, default=0.0)
+            speed = job.throughputs[j] / best if (aware and best > 0) else 0.0
+            return (prio <= 0, -speed, -job.deficit_s[j], position[t], job.job_id)
+
+        return key
 
     # -- placement --------------------------------------------------------------
     def _place(self, order: tuple[int, ...], jobs: list[JobView], allocation: Allocation | None) -> list[Lease]:
@@ -110,5 +182,6 @@ class GavelRoundPlanner:
         for jid, gpus in placed.items():
             job = by_id[jid]
             leases.append(Lease(job_id=jid, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
-                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus))
+                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus,
+                                restart_s=job.restart_s, owed_s=job.owed_s(gpus)))
         return leases

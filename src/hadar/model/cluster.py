@@ -3,7 +3,10 @@
 GPU ids are dense integers 0..G-1, assigned node by node in the order the
 nodes are listed; ``gpu_types`` keeps the first-seen order of types, except
 that Gavel's ``v100, p100, k80`` come first in that order when present (the
-order Gavel's round mechanism walks types in).
+order Gavel's round mechanism walks types in). A cluster may be given an
+explicit ``order`` instead (``in_order``): runs outside ``--gavel-compat``
+order types by speed (``ThroughputTable.speed_order``), so that no decision
+depends on what the types are called.
 
 Nodes can be ``down`` (a real cluster loses and regains machines): a down
 node keeps its GPU ids (so every id stays valid), but the scheduling view
@@ -43,12 +46,14 @@ class Cluster:
 
     nodes: tuple[Node, ...]
     down: frozenset[str] = frozenset()  # names of nodes that are down
+    order: tuple[str, ...] = ()  # explicit type order (others follow, first seen first); () = Gavel's
     gpu_types: tuple[str, ...] = field(init=False)
     gpu_type_of: tuple[str, ...] = field(init=False)  # indexed by GPU id
     node_of: tuple[int, ...] = field(init=False)  # GPU id -> node index
     gpus_by_type: dict[str, tuple[int, ...]] = field(init=False)  # GPUs of up nodes only
     up_nodes: tuple[int, ...] = field(init=False)  # indices of the nodes that are up
     up_gpus: tuple[int, ...] = field(init=False)  # GPU ids on nodes that are up
+    node_gpus: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)  # node index -> GPU ids
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -75,7 +80,9 @@ class Cluster:
                 node_of.append(idx)
                 if node.name not in self.down:
                     by_type[node.gpu_type].append(gid)
-        ordered = [t for t in GAVEL_TYPE_ORDER if t in seen] + [t for t in seen if t not in GAVEL_TYPE_ORDER]
+        first = tuple(dict.fromkeys(self.order)) if self.order else GAVEL_TYPE_ORDER
+        object.__setattr__(self, "order", tuple(self.order))
+        ordered = [t for t in first if t in seen] + [t for t in seen if t not in first]
         object.__setattr__(self, "gpu_types", tuple(ordered))
         object.__setattr__(self, "gpu_type_of", tuple(type_of))
         object.__setattr__(self, "node_of", tuple(node_of))
@@ -84,6 +91,20 @@ class Cluster:
         object.__setattr__(self, "up_nodes", up)
         up_set = set(up)
         object.__setattr__(self, "up_gpus", tuple(g for g, n in enumerate(node_of) if n in up_set))
+        per_node: list[list[int]] = [[] for _ in self.nodes]
+        for g, n in enumerate(node_of):
+            per_node[n].append(g)
+        object.__setattr__(self, "node_gpus", tuple(tuple(v) for v in per_node))
+
+    @property
+    def listed_types(self) -> tuple[str, ...]:
+        """The types in the order their first node is listed (no name decides it)."""
+        return tuple(dict.fromkeys(n.gpu_type for n in self.nodes))
+
+    def in_order(self, types: tuple[str, ...]) -> Cluster:
+        """The same nodes with ``gpu_types`` in ``types``'s order (types it leaves out follow, first seen
+        first); GPU ids and everything else unchanged."""
+        return Cluster(self.nodes, self.down, tuple(types))
 
     @property
     def num_gpus(self) -> int:
@@ -102,16 +123,16 @@ class Cluster:
         return tuple(i for i in self.up_nodes if self.nodes[i].gpu_type == gpu_type)
 
     def gpus_of_node(self, node_index: int) -> tuple[int, ...]:
-        """Every GPU id of a node (up or down)."""
-        return tuple(g for g, n in enumerate(self.node_of) if n == node_index)
+        """Every GPU id of a node (up or down); precomputed, as planners ask for every node each round."""
+        return self.node_gpus[node_index]
 
     def with_down(self, names: frozenset[str] | set[str]) -> Cluster:
         """The same nodes with exactly ``names`` down (GPU ids unchanged)."""
-        return Cluster(self.nodes, frozenset(names))
+        return Cluster(self.nodes, frozenset(names), self.order)
 
     def with_node(self, node: Node) -> Cluster:
         """A node that joins: appended, so every existing GPU id keeps its meaning."""
-        return Cluster((*self.nodes, node), self.down)
+        return Cluster((*self.nodes, node), self.down, self.order)
 
     @classmethod
     def from_counts(cls, counts: dict[str, int], gpus_per_node: int = 1) -> Cluster:

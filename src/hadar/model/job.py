@@ -61,6 +61,9 @@ class Job:
     table's steps; ``arrival_s`` is when it is submitted. ``extra`` carries a CSV
     job list's other columns (name, value) in file order, e.g. an imported trace's
     source id and fields: nothing schedules on them, ``jobs.csv`` writes them back.
+    ``restart_s`` is the time (s) the job loses each time it starts or moves to other GPUs
+    (a checkpoint restore; a lease extended on the same GPUs costs nothing); None = not
+    given: the run's default (``--restart-s``, else 0, as Gavel's simulator).
     """
 
     job_id: int
@@ -78,6 +81,7 @@ class Job:
     origin: str = ""  # where it came from, e.g. "small_test.trace:3", for error messages
     train: TrainSpec | None = None  # what the real runtime runs (None: a simulated job type only)
     extra: tuple[tuple[str, str], ...] = ()
+    restart_s: float | None = None
 
     def __post_init__(self) -> None:
         where = self.origin or f"job {self.job_id} ({self.job_type})"
@@ -92,8 +96,21 @@ class Job:
             raise InputError(f"{where}: arrival time must not be negative, got {self.arrival_s}")
         if self.priority_weight <= 0:
             raise InputError(f"{where}: priority weight must be positive, got {self.priority_weight}")
+        if self.restart_s is not None:
+            check_restart_s(self.restart_s, where)
+
+    @property
+    def restart_cost_s(self) -> float:
+        """``restart_s``, 0 where not given."""
+        return 0.0 if self.restart_s is None else self.restart_s
 
     @property
     def key(self) -> tuple[str, int]:
         """The throughput-table key ``(job_type, scale_factor)``."""
         return (self.job_type, self.scale_factor)
+
+
+def check_restart_s(value: float, where: str) -> None:
+    """A restart cost must be a finite number of seconds >= 0 (``InputError`` naming ``where``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise InputError(f"{where}: restart_s must be a finite number of seconds >= 0, got {value!r}")

@@ -12,6 +12,11 @@ class Lease:
 
     ``extended`` is True when the same copy held exactly these GPUs in the
     previous round (Gavel's lease extension: no checkpoint/restore needed).
+    ``partner_id``/``partner_type``: the job sharing these GPUs (space sharing), -1/"" when alone;
+    the lease then runs at the job's co-located rate with that partner.
+    ``restart_s`` is what a lease that is not extended loses to the restore at its start (the
+    job's ``restart_s``); ``owed_s``, what an extended lease still owes of a restore the last
+    round cut short; ``lost_s`` is what this lease loses.
     """
 
     job_id: int
@@ -21,6 +26,15 @@ class Lease:
     max_steps: float
     copy: int = 0
     extended: bool = False
+    partner_id: int = -1
+    partner_type: str = ""
+    restart_s: float = 0.0
+    owed_s: float = 0.0
+
+    @property
+    def lost_s(self) -> float:
+        """Seconds of the round this lease spends restoring before its first step."""
+        return self.owed_s if self.extended else self.restart_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +61,7 @@ class LeaseResult:
     job's code raised): its steps are 0 and the job resumes from its last
     checkpoint next round, unless ``fatal``: the job cannot go on (it failed
     too often) and ends as failed, with ``error`` as the reason.
+    ``restore_left_s``: the part of the lease's restore the round was too short for.
     """
 
     job_id: int
@@ -58,6 +73,7 @@ class LeaseResult:
     metrics: dict[str, float] = field(default_factory=dict)
     error: str = ""
     fatal: bool = False
+    restore_left_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,12 @@ class JobView:
     # Gavel's round-mechanism counters, per type in ``gpu_types`` order:
     received_s: tuple[float, ...] = ()  # seconds run on the type since the last reset (+ round/2 seed)
     deficit_s: tuple[float, ...] = ()  # time it should have had minus time it had, over past resets
+    restart_s: float = 0.0  # seconds a start or a move to other GPUs costs it (``Job.restart_s``)
+    restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, s): restores a cut round left unfinished
+
+    def owed_s(self, gpus: tuple[int, ...]) -> float:
+        """Restore time still owed by a lease on exactly ``gpus`` that the last round cut short (else 0)."""
+        return next((s for g, s in self.restoring if g == gpus), 0.0)
 
     @property
     def done_steps(self) -> float:
@@ -91,6 +97,9 @@ class Allocation:
     YARN-CS) also give whole GPU ``counts`` per job and type (their
     fractions are then count / W); forking policies (HadarE) give each job's
     ``copies`` as (node index, GPU count) pairs, at most one per node.
+    Space-sharing policies (Gavel's ``*_packed``) give ``pairs``: (job id, job id) -> share of
+    time per type the two run together on the same GPUs; ``fractions`` is then each job's time
+    alone (the job's total time is its row plus its pairs').
     ``memo`` carries policy state to the next snapshot (pure policies with
     memory, e.g. finish-time fairness's accumulated isolated time).
     """
@@ -101,6 +110,7 @@ class Allocation:
     scale_factors: tuple[int, ...] = ()
     counts: Mapping[int, Mapping[str, int]] | None = None
     copies: Mapping[int, tuple[tuple[int, int], ...]] | None = None
+    pairs: Mapping[tuple[int, int], tuple[float, ...]] | None = None
     memo: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -115,6 +125,9 @@ class Allocation:
         if self.copies is not None:
             object.__setattr__(self, "copies", MappingProxyType(
                 {jid: tuple((int(n), int(k)) for n, k in c) for jid, c in self.copies.items() if c}))
+        if self.pairs is not None:
+            object.__setattr__(self, "pairs", MappingProxyType(
+                {(int(a), int(b)): tuple(float(v) for v in xs) for (a, b), xs in self.pairs.items()}))
         object.__setattr__(self, "memo", MappingProxyType(dict(self.memo)))
         object.__setattr__(self, "_index", {jid: i for i, jid in enumerate(self.job_ids)})
         object.__setattr__(self, "_rows", tuple(tuple(float(v) for v in r) for r in x))

@@ -47,6 +47,8 @@ class Bookkeeper:
                 info.saved_steps = head.saved_steps
         self.metrics(info, head)
         info.restores += int(head.restored)
+        if not head.continued and head.startup_s is not None and lease.copy == 0:
+            info.startups.append(head.startup_s)
         info.continued += int(head.continued)
         for text in head.warnings:
             self.warn(info, text)

@@ -67,6 +67,96 @@ def add_parser(sub: Any) -> None:
     h.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     h.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     h.set_defaults(func=main)
+    add_fork_efficiency_parser(esub)
+
+
+def add_fork_efficiency_parser(esub: Any) -> None:
+    from hadar.runtime.calibrate import BUDGETS, LOCAL_STEPS
+
+    budgets = ",".join(f"{k}={v}" for k, v in BUDGETS.items())
+    f = esub.add_parser("fork-efficiency", help="calibrate the simulator's fork efficiency on real training",
+                        description="Train each bundled workload unforked and forked k ways for the same samples "
+                        "(weights averaged every round, as the runtime's job tracker does; no Ray), convert the "
+                        "quality each reaches into an efficiency (the share of the samples unforked training "
+                        "needs to reach the forked run's quality) and fit eff(k) = e^log2(k) per family. "
+                        "--out FILE is what `hadar simulate/compare --fork-efficiency FILE` read.")
+    f.add_argument("--workloads", default=",".join(BUDGETS), help=f"comma-separated (default {','.join(BUDGETS)})")
+    f.add_argument("--copies", default="2,4", help="forked ways k, comma-separated (default 2,4)")
+    f.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    f.add_argument("--steps", help=f"samples budget per workload, NAME=STEPS,... (default {budgets})")
+    f.add_argument("--local-steps", type=int, default=LOCAL_STEPS,
+                   help=f"iterations each copy trains between averages (default {LOCAL_STEPS})")
+    f.add_argument("--basis", choices=("metric", "loss"), default="loss",
+                   help="quality the fit uses: the held-out loss or the workload's own metric (default loss)")
+    f.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
+                   help="the merged optimizer state, as in `hadar run` (default largest)")
+    f.add_argument("--out", type=Path, help="write the calibration file (JSON) here")
+    f.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    f.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    f.set_defaults(func=main_fork_efficiency)
+
+
+def _ints(text: str, flag: str, low: int) -> list[int]:
+    try:
+        out = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise InputError(f"{flag} must be comma-separated integers, got {text!r}") from None
+    if not out or any(v < low for v in out):
+        raise InputError(f"{flag} needs integers of at least {low}, got {text!r}")
+    return out
+
+
+def _fork_args(args: argparse.Namespace) -> tuple[list[str], list[int], list[int], dict[str, int]]:
+    from hadar.runtime import workloads
+    from hadar.runtime.calibrate import BUDGETS
+
+    names = [workloads.ALIASES.get(w.strip().lower(), w.strip()) for w in args.workloads.split(",") if w.strip()]
+    alias = {workloads.get(n).alias for n in names}  # unknown names: one line naming the known ones
+    steps = {a: v for a, v in BUDGETS.items() if a in alias}
+    for item in (args.steps or "").split(","):
+        if item.strip():
+            key, _, value = item.partition("=")
+            key = workloads.get(key.strip()).alias
+            steps[key] = _ints(value, f"--steps {key}", 1)[0]
+    copies = _ints(args.copies, "--copies", 2)
+    if args.local_steps < 1:
+        raise InputError(f"--local-steps must be at least 1, got {args.local_steps}")
+    return sorted(alias, key=list(BUDGETS).index), copies, _ints(args.seeds, "--seeds", 0), steps
+
+
+def main_fork_efficiency(args: argparse.Namespace) -> int:
+    import time
+
+    from hadar.cli import emit_json
+    from hadar.runtime import calibrate
+    from hadar.runtime.cli import require_runtime_extra
+
+    require_runtime_extra("experiment")
+    names, copies, seeds, steps = _fork_args(args)
+    t0 = time.monotonic()
+
+    def progress(c: calibrate.Curve) -> None:
+        if not args.no_progress:
+            sys.stderr.write(f"{c.workload} seed {c.seed} k={c.copies}: {c.samples[-1]:.0f} samples, metric "
+                             f"{c.metric[-1]:.4f}, loss {c.loss[-1]:.4f} ({time.monotonic() - t0:.0f} s)\n")
+
+    curves = calibrate.measure(names, copies, seeds, steps=steps, local_steps=args.local_steps,
+                               optimizer=args.fork_optimizer, progress=progress)
+    summary = calibrate.summarize(curves, args.basis)
+    settings = {"workloads": names, "copies": copies, "seeds": seeds, "steps": steps, "local_steps": args.local_steps,
+                "basis": args.basis, "fork_optimizer": args.fork_optimizer, "wall_s": time.monotonic() - t0}
+    result = calibrate.calibration_file(summary, settings, curves)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    if args.json:
+        emit_json(result)
+        return 0
+    print(f"seeds {','.join(map(str, seeds))}, {args.local_steps} local steps per copy per round, basis {args.basis}")
+    print(calibrate.format_table(summary))
+    if args.out is not None:
+        print(f"\nwrote {args.out} (hadar simulate/compare --fork-efficiency {args.out})")
+    return 0
 
 
 def _args(args: argparse.Namespace) -> tuple[list[int], list[str]]:

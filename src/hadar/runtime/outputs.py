@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 #: jobs.csv columns after simulate's (JobRow's)
 EXTRA_COLUMNS = ("name", "status", "failures", "error", "metrics", "metric", "quality_initial", "quality_final",
-                 "restores", "checkpoint", "log")
+                 "restores", "restart_s", "checkpoint", "log")
 
 
 def runtime_summary(stats: RunStats, executor: RayExecutor, ledger: JobLedger, replaced: int,
@@ -67,6 +67,7 @@ def quality_rows(result: RuntimeResult) -> list[dict[str, Any]]:
                     "error": failed.get(str(row.job_id), ""), "metrics": dict(q.last) if q else {},
                     "metric": q.metric if q else "", "initial": q.initial if q else None,
                     "final": q.final if q else None, "restores": q.restores if q else 0,
+                    "restart_s": q.restart_s if q else None,
                     "checkpoint": str(q.checkpoint) if q else "", "log": str(q.log) if q and q.log else ""})
     return out
 

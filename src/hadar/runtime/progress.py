@@ -28,6 +28,7 @@ class JobProgress:
     first: dict[str, float] = field(default_factory=dict)  # first reported value of each metric
     last: dict[str, float] = field(default_factory=dict)  # latest reported value of each metric
     restores: int = 0  # leases that read the checkpoint file
+    startups: list[float] = field(default_factory=list)  # per lease not continued in memory: s to its first step
     continued: int = 0  # leases that resumed from a worker's memory
     failures: int = 0  # failed leases (one per round at most)
     failed_rounds: set[int] = field(default_factory=set)
@@ -36,6 +37,12 @@ class JobProgress:
     profiled: set[str] = field(default_factory=set)  # GPU types a profiling lease was tried on
     profile_off: bool = False
     ended: bool = False  # failed for good
+
+    @property
+    def restart_s(self) -> float | None:
+        """The measured restart cost: mean seconds from a lease's start to its first step, over the leases
+        that started the job or restored it (not those continued in a worker's memory); None: none yet."""
+        return sum(self.startups) / len(self.startups) if self.startups else None
 
     @property
     def metric(self) -> str:

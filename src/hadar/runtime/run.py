@@ -23,6 +23,7 @@ from hadar.engine import RunStats
 from hadar.errors import InputError
 from hadar.job.entrypoint import check as check_entrypoint
 from hadar.mechanism.admission import validate_jobs
+from hadar.mechanism.ledger import JobLedger
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
@@ -161,7 +162,7 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         prior = executor.tracker.table()
         engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=round_s, seed=seed, on_event=emit,
                               on_progress=on_progress)
-        executor.on_table = lambda t: ledger.update_table(t, resolve_if_moved=RESOLVE_ON_CHANGE)  # measured rates
+        executor.on_table = lambda t: feed_measured(ledger, executor, t)  # measured rates and restart costs
         stats = engine.run(Workload(jobs))
     finally:
         pool.shutdown()
@@ -218,3 +219,10 @@ write_outputs = outputs.write_outputs
 to_gavel_json = outputs.to_gavel_json
 __all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "run",
            "to_gavel_json", "write_outputs"]
+
+
+def feed_measured(ledger: JobLedger, executor: RayExecutor, table: ThroughputTable) -> None:
+    """What the runtime measured, for the policy's next decision: the rates (a re-solve if one moved) and,
+    for jobs that give no ``restart_s``, their mean restart so far."""
+    ledger.update_table(table, resolve_if_moved=RESOLVE_ON_CHANGE)
+    ledger.set_measured_restarts({jid: s for jid, q in executor.jobs.items() if (s := q.restart_s) is not None})

@@ -118,8 +118,10 @@ def start_local(cluster: Cluster, *, dashboard_host: str | None = None, num_cpus
     return RaySession(cluster, pins, emulated=True, address=None, auth=auth_in_force())
 
 
-def connect(address: str, cluster: Cluster | None = None) -> RaySession:
-    """Join an existing Ray cluster; ``cluster`` (a cluster file) or the nodes' resources say its GPUs."""
+def join(address: str) -> str:
+    """Connect this driver to the existing Ray cluster at ``address``, with token authentication unless
+    ``RAY_AUTH_MODE=disabled`` accepts the risk; returns the mode in force. ``connect`` and ``hadar compare
+    --address`` (``hadar.sweep``) both join through here."""
     check_auth_env()
     _driver_token_mode()
     import ray
@@ -139,6 +141,14 @@ def connect(address: str, cluster: Cluster | None = None) -> RaySession:
                              "give it to every node and this driver (~/.ray/auth_token or RAY_AUTH_TOKEN), start "
                              "the nodes with RAY_AUTH_MODE=token, or set RAY_AUTH_MODE=disabled here to accept the "
                              "risk")
+    return mode
+
+
+def connect(address: str, cluster: Cluster | None = None) -> RaySession:
+    """Join an existing Ray cluster; ``cluster`` (a cluster file) or the nodes' resources say its GPUs."""
+    import ray
+
+    mode = join(address)
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     if cluster is not None:
         return RaySession(cluster, pins_for_file(cluster, nodes), emulated=not _has_gpus(nodes), address=address,

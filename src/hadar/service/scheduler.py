@@ -30,7 +30,7 @@ from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.policies.profiles import PolicySpec
 from hadar.runtime import checkpoint
-from hadar.runtime.run import check_writable
+from hadar.runtime.run import check_writable, feed_measured
 from hadar.service import runtime
 from hadar.service.record import EventLog, StoredLedger, cluster_json
 from hadar.service.source import LiveSource
@@ -38,7 +38,6 @@ from hadar.service.specs import identity, job_from_spec, parse_submission
 from hadar.service.store import ENDED, NewJob, Store, Submitted
 
 log = logging.getLogger(__name__)
-RESOLVE_ON_CHANGE = 0.25  # as `hadar run`: re-solve when a measured rate moves this much from what the policy saw
 
 
 class Unavailable(HadarError):
@@ -139,7 +138,7 @@ class Service:
         ledger.checkpoint_steps = lambda jid: (jobs[jid].saved_steps or 0.0) if jid in jobs else 0.0
         ledger.throughput_rows = lambda: runtime.tracker_rows(backend.tracker)
         ledger.on_commit = functools.partial(self._refresh, ledger)
-        backend.executor.on_table = lambda t: ledger.update_table(t, resolve_if_moved=RESOLVE_ON_CHANGE)
+        backend.executor.on_table = lambda t: feed_measured(ledger, backend.executor, t)  # rates, restart costs
         # the round's arrivals committed (and in the jobs' logs) before its leases print anything
         backend.executor.on_dispatch = lambda round_no, plan: self.events.flush()
         with self.store.transaction() as con:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from hadar.model.cluster import Cluster
+from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
 
@@ -18,16 +20,29 @@ class SimulatedExecutor:
     count the table lacks, ``ThroughputTable.rate_on``'s scaling); on
     several types (Hadar's task-level placements): ``sync`` model = the
     slowest type's ``X[type, W, r]``; ``additive`` = sum over types of
-    (GPUs of r) x ``X[type, W, r] / W``.
+    (GPUs of r) x ``X[type, W, r] / W``. A lease sharing its GPUs with a
+    partner (space sharing) runs at the table's co-located rate of the pair.
+
+    Restarts (``charge_restarts``): a lease first spends its ``lost_s`` restoring (its
+    job's ``restart_s`` unless extended), then steps; a restore longer than the round (cut
+    short) reports its rest (``restore_left_s``), which the lease owes next round if it keeps
+    its GPUs.
+
+    Forked copies (HadarE: several leases of one job in a round) are credited
+    ``fork_efficiency.factor(job type, k)`` x their steps (k copies; default
+    ``IDEAL``: factor 1, every copy's steps count in full).
     """
 
-    def __init__(self, cluster: Cluster, table: ThroughputTable, rate_model: str = "sync") -> None:
+    def __init__(self, cluster: Cluster, table: ThroughputTable, rate_model: str = "sync",
+                 charge_restarts: bool = True, fork_efficiency: ForkEfficiency = IDEAL) -> None:
         if rate_model not in ("sync", "additive"):
             raise ValueError(f"unknown rate model {rate_model!r}")
         self.cluster = cluster
         self.table = table
         self.rate_model = rate_model
-        self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
+        self.charge_restarts = charge_restarts
+        self.fork_efficiency = fork_efficiency
+        self._cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
 
     def estimate_rate(self, lease: Lease) -> float:
         """The simulated rate is exact: the lease makes exactly this many steps/s."""
@@ -39,7 +54,7 @@ class SimulatedExecutor:
 
     def rate(self, lease: Lease) -> float:
         """Steps/s of the lease (cached per job type, scale factor and GPU set)."""
-        key = (lease.job_type, lease.scale_factor, lease.gpus)
+        key = (lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type)
         rate = self._cache.get(key)
         if rate is None:
             if len(self._cache) > 100_000:
@@ -55,6 +70,8 @@ class SimulatedExecutor:
         k = len(lease.gpus)
         if len(types) == 1:
             (t,) = types
+            if lease.partner_type:  # space sharing: the job's own rate next to its partner
+                return self.table.pair_rates(lease.job_type, lease.partner_type, k, t)[0]
             # a HadarE copy may use k < W GPUs with no k entry: the table's rule for that
             return self.table.rate_on(lease.job_type, k, t)
         w = lease.scale_factor
@@ -69,34 +86,68 @@ class SimulatedExecutor:
         results: list[LeaseResult] = []
         for leases in by_job.values():
             if len(leases) == 1:
-                results.append(self._run_one(leases[0], plan))
+                results.append(self._run_one(leases[0], plan, self._lost(leases[0])))
             else:
-                results.extend(self._run_copies(leases, plan))
+                results.extend(self._run_copies(leases, plan, [self._lost(x) for x in leases]))
+        if self.charge_restarts:  # what a round too short for a restore leaves of it
+            results = [replace(r, restore_left_s=lost - plan.duration_s) if lost > plan.duration_s else r
+                       for r, lost in zip(results, (self._lost(x) for x in _in_order(by_job)), strict=True)]
         end = max((r.end_s for r in results), default=plan.start_s)
         return RoundReport(plan.start_s, end, tuple(results))
 
-    def _run_one(self, lease: Lease, plan: RoundPlan) -> LeaseResult:
+    def _lost(self, lease: Lease) -> float:
+        """Seconds of the round the lease spends restoring (none when restarts are not charged)."""
+        return lease.lost_s if self.charge_restarts else 0.0
+
+    def _run_one(self, lease: Lease, plan: RoundPlan, lost_s: float = 0.0) -> LeaseResult:
         rate = self.rate(lease)
         if rate <= 0:
             return LeaseResult(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s)
-        steps = min(math.floor(rate * plan.duration_s), lease.max_steps)
+        run_s = max(0.0, plan.duration_s - lost_s)
+        start = plan.start_s + min(lost_s, plan.duration_s)
+        steps = min(math.floor(rate * run_s), lease.max_steps)
         if steps <= 0:
-            steps = min(rate * plan.duration_s, lease.max_steps)
-        return LeaseResult(lease.job_id, lease.copy, lease.gpus, float(steps), plan.start_s + steps / rate)
+            steps = min(rate * run_s, lease.max_steps)
+        return LeaseResult(lease.job_id, lease.copy, lease.gpus, float(steps), start + steps / rate)
 
-    def _run_copies(self, leases: list[Lease], plan: RoundPlan) -> list[LeaseResult]:
+    def _run_copies(self, leases: list[Lease], plan: RoundPlan, lost: list[float]) -> list[LeaseResult]:
         """Forked copies of one job (HadarE) share its remaining steps.
 
-        Each copy runs at its own rate; if together they can do more than the
-        job has left, all stop when the sum reaches it (the job tracker sees
-        the job finish), at ``start + remaining / sum(rates)``.
+        Each copy runs at its own rate times the fork efficiency eff(k) of its job's k copies (its
+        credited steps are unforked-equivalent steps) after its restore (``lost``, s); if together
+        they can do more than the job has left, all stop when the sum reaches it (the job tracker
+        sees the job finish), at the time t where sum of rate x (t - restore) reaches the remaining steps.
         """
-        rates = [self.rate(lease) for lease in leases]
+        eff = self.fork_efficiency.factor(leases[0].job_type, len(leases))
+        rates = [self.rate(lease) * eff for lease in leases]
         remaining = min(lease.max_steps for lease in leases)
-        full = [math.floor(r * plan.duration_s) for r in rates]
+        d = [min(x, plan.duration_s) for x in lost]
+        full = [math.floor(r * (plan.duration_s - x)) for r, x in zip(rates, d, strict=True)]
         if sum(full) <= remaining:
-            return [LeaseResult(lease.job_id, lease.copy, lease.gpus, float(n), plan.start_s + (n / r if r > 0 else 0))
-                    for lease, r, n in zip(leases, rates, full, strict=True)]
-        t = remaining / sum(rates)
-        return [LeaseResult(lease.job_id, lease.copy, lease.gpus, r * t, plan.start_s + (t if r > 0 else 0.0))
-                for lease, r in zip(leases, rates, strict=True)]
+            return [LeaseResult(lease.job_id, lease.copy, lease.gpus, float(n),
+                                plan.start_s + x + (n / r if r > 0 else 0))
+                    for lease, r, n, x in zip(leases, rates, full, d, strict=True)]
+        t = _shared_finish(rates, d, remaining)
+        return [LeaseResult(lease.job_id, lease.copy, lease.gpus, r * max(0.0, t - x),
+                            plan.start_s + (max(t, x) if r > 0 else 0.0))
+                for lease, r, x in zip(leases, rates, d, strict=True)]
+
+
+def _shared_finish(rates: list[float], delays: list[float], steps: float) -> float:
+    """The time t (s) at which copies running at ``rates`` from ``delays`` on have made ``steps`` together."""
+    if not any(delays):
+        return steps / sum(rates)
+    levels = sorted(set(delays))
+    for i, level in enumerate(levels):
+        on = [(r, x) for r, x in zip(rates, delays, strict=True) if x <= level]
+        rate = sum(r for r, _ in on)
+        if rate > 0:
+            t = (steps + sum(r * x for r, x in on)) / rate
+            if i + 1 == len(levels) or t <= levels[i + 1]:
+                return t
+    return max(levels)
+
+
+def _in_order(by_job: dict[int, list[Lease]]) -> list[Lease]:
+    """The leases in the order ``run_round`` reports their results."""
+    return [lease for leases in by_job.values() for lease in leases]

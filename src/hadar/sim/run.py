@@ -17,11 +17,13 @@ from hadar.mechanism.admission import validate_jobs
 from hadar.metrics.bound import bound_summary
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
-from hadar.model.job import Job
+from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.job import Job, check_restart_s
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
 from hadar.sim.executor import SimulatedExecutor
+from hadar.sim.trace import with_restart_s
 from hadar.sources import Workload
 
 
@@ -39,7 +41,8 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
              round_s: float = 360.0, seed: int = 0, gavel_compat: bool = False, window: tuple[int, int] | None = None,
              limit: int | None = None, record_events: bool = False, progress: Any = None,
              policy_kwargs: dict[str, Any] | None = None, rate_model: str | None = None,
-             profiles: Mapping[str, PolicySpec] | None = None) -> SimResult:
+             profiles: Mapping[str, PolicySpec] | None = None, restart_s: float | None = None,
+             fork_efficiency: ForkEfficiency | None = None) -> SimResult:
     """Run ``policy`` (a registered name, a profile name from ``profiles``, or an instance) on the
     workload; returns the summary and per-job rows of measured jobs.
 
@@ -47,15 +50,25 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     default: the policy's own (its traits). The summary carries the limits of spec/hadar.md
     section 5 (metrics/bound.py); for a forking policy (HadarE) TTD is taken against the forking
     limit. ``policy_kwargs`` set parameters of a policy given by name (as a profile would).
+    ``restart_s``: the restart cost of jobs that give none (``--restart-s``; None = 0); the executor
+    charges each job's at every start and move, except under ``gavel_compat`` (Gavel charges none).
+    ``fork_efficiency``: what forked copies' steps are worth (default: ideal, full credit); a
+    non-ideal one is named in the summary's ``fork_efficiency``.
     """
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be positive and finite (seconds), got {round_s}")
+    if restart_s is not None:
+        check_restart_s(restart_s, "--restart-s")
+        source = [with_restart_s(j, restart_s) for j in source] if isinstance(source, list) else (
+            with_restart_s(j, restart_s) for j in source)
     run = policy_for_run(policy, seed=seed, gavel_compat=gavel_compat, profiles=profiles, params=policy_kwargs)
     pol, traits = run.policy, run.policy.traits
     validate_jobs(source if isinstance(source, list) else [], cluster, table, spans_types=traits.spans_types)
     workload = Workload(source, window=window, limit=limit)
     events: list[dict[str, Any]] = []
-    executor = SimulatedExecutor(cluster, table, rate_model or traits.rate_model)
+    eff = fork_efficiency or IDEAL
+    executor = SimulatedExecutor(cluster, table, rate_model or traits.rate_model, charge_restarts=not gavel_compat,
+                                 fork_efficiency=eff)
     engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=round_s, seed=seed,
                           gavel_compat=gavel_compat, track_copies=record_events,
                           on_event=events.append if record_events else None, on_progress=progress)
@@ -69,22 +82,33 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     summary["decision_s_per_round"] = (sum(stats.per_round_decision_s) / len(stats.per_round_decision_s)
                                        if stats.per_round_decision_s else 0.0)
     summary["solve_s_total"] = stats.solve_s
-    extra = {j.job_id: j.extra for j in workload.jobs if j.job_id in measured and j.extra}
+    if not eff.ideal:
+        summary["fork_efficiency"] = eff.source or "calibrated"
+    extra = {j.job_id: _own_columns(j) for j in workload.jobs if j.job_id in measured and _own_columns(j)}
     return SimResult(summary, rows, events, stats, extra)
 
 
+def _own_columns(job: Job) -> tuple[tuple[str, str], ...]:
+    """What ``jobs.csv`` carries of a job's input: the ``name`` it was given (a train field; an
+    entrypoint job's name is its job type already), then a CSV's extra columns."""
+    train = job.train
+    named = (("name", train.name),) if train is not None and train.name and train.name != job.job_type else ()
+    return named + job.extra
+
+
 def write_outputs(result: SimResult, out: Path) -> None:
-    """summary.json, jobs.csv (one row per job; a CSV job list's extra columns after JobRow's), events.jsonl."""
+    """summary.json, jobs.csv (one row per job; a job's name and a CSV job list's extra columns after JobRow's,
+    those named like a JobRow column as ``src_NAME``), events.jsonl."""
     import csv
     from dataclasses import asdict, fields
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n")
     own = [fl.name for fl in fields(JobRow)]
-    extra = [k for k in dict.fromkeys(k for cols in result.extra.values() for k, _ in cols) if k not in own]
+    extra = list(dict.fromkeys(k for cols in result.extra.values() for k, _ in cols))
     with (out / "jobs.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(own + extra)
+        w = csv.writer(f)  # an input column named like one of ours (e.g. job_id) comes back as src_NAME
+        w.writerow(own + [f"src_{k}" if k in own else k for k in extra])
         for row in result.rows:
             theirs = dict(result.extra.get(row.job_id, ()))
             w.writerow(["" if v is None else v for v in asdict(row).values()] + [theirs.get(k, "") for k in extra])

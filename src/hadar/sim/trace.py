@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -110,7 +111,7 @@ def _job(job_id: int, job_type: str, sf: float, steps: float, arrival: float, we
                priority_weight=weight, origin=where, **extra)  # type: ignore[arg-type]
 
 
-_FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight")
+_FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight", "restart_s")
 
 
 def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None, *, carry: bool = False) -> Job:
@@ -133,8 +134,15 @@ def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None,
     num["scale_factor"] = _number(str(scale), "gpus" if "gpus" in rec else "scale_factor", where)
     if num["scale_factor"] != int(num["scale_factor"]):
         raise InputError(f"{where}: scale_factor must be an integer")
+    restart = rec.get("restart_s")
+    restart_s = None if restart in (None, "") else _number(str(restart), "restart_s", where)
     return _job(job_id, job_type, num["scale_factor"], num["total_steps"], num["arrival_s"],
-                num["priority_weight"], where, train=train, extra=extra)
+                num["priority_weight"], where, train=train, extra=extra, restart_s=restart_s)
+
+
+def with_restart_s(job: Job, default_s: float) -> Job:
+    """The job with ``restart_s`` = ``default_s`` where it gives none (the run's ``--restart-s``)."""
+    return job if job.restart_s is not None else replace(job, restart_s=default_s)
 
 
 def _sorted(jobs: list[Job]) -> list[Job]:

@@ -10,6 +10,7 @@ from hadar.policies.gavel import (  # noqa: F401
     finish_time,
     makespan,
     max_min,
+    packed,
     shares,
     throughput,
     water_filling,

@@ -22,10 +22,6 @@ from hadar.solve.lp import active_mask, clip_fractions, unique_rows
 
 _S = TypeVar("_S", bound=np.generic)
 
-#: Gavel's agnostic makespan/FTF pretend every GPU is this type.
-REFERENCE_TYPE = "v100"
-
-
 @dataclass(frozen=True, slots=True)
 class Inputs:
     """The arrays every Gavel policy reads from a ``SchedulerState``."""
@@ -56,13 +52,15 @@ class Inputs:
     def shape(self) -> tuple[int, int]:
         return self.throughputs.shape
 
-    def rates_for(self, gpu_types: tuple[str, ...], *, agnostic: bool) -> FloatArray:
-        """The throughputs a policy sees: real ones, or the agnostic V100 view."""
-        return self.reference_rates(gpu_types) if agnostic else self.throughputs
+    def rates_for(self, *, agnostic: bool) -> FloatArray:
+        """The throughputs a policy sees: real ones, or the agnostic reference view."""
+        return self.reference_rates() if agnostic else self.throughputs
 
-    def reference_rates(self, gpu_types: tuple[str, ...]) -> FloatArray:
-        """Agnostic view: every type gets the job's rate on ``v100`` (else the first type)."""
-        col = gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in gpu_types else 0
+    def reference_rates(self) -> FloatArray:
+        """Agnostic view: every type gets the job's rate on the state's first type. That is Gavel's
+        ``v100`` under its type order (``--gavel-compat``; else the first type listed, as before) and
+        the fastest type by the table otherwise (``ThroughputTable.speed_order``): never a name."""
+        col = 0
         n = self.shape[1]
         if n == 0:
             return self.throughputs.copy()
@@ -123,6 +121,16 @@ class Classes:
         return x
 
 
+def tie_order(state: SchedulerState) -> IntArray:
+    """Type indices in the order ties between types are broken: by name under Gavel's type order (Gavel's
+    dicts are sorted by name; ``--gavel-compat``), the state's own order where the run set a label-free
+    one (``Cluster.order``: fastest first by the table)."""
+    types = state.gpu_types
+    if state.cluster.order:
+        return np.arange(len(types))
+    return np.argsort(np.asarray(types, dtype=str), kind="stable")
+
+
 def empty_allocation(state: SchedulerState, **kw: object) -> Allocation:
     return Allocation.for_state(state, np.zeros((0, len(state.gpu_types))), **kw)
 
@@ -159,7 +167,7 @@ class GavelPolicy:
         if not state.jobs:
             return empty_allocation(state)
         inp = Inputs.of(state)
-        return self.solve(state, inp, inp.rates_for(state.gpu_types, agnostic=not self.type_aware))
+        return self.solve(state, inp, inp.rates_for(agnostic=not self.type_aware))
 
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         raise NotImplementedError

@@ -46,16 +46,16 @@ class ConicForm:
         return x, res
 
 
-def gavel_order(job_ids: Sequence[int], gpu_types: Sequence[str], rows: BoolArray
-                ) -> tuple[IntArray, IntArray]:
-    """(job indices, type indices) in the order Gavel builds its matrices: jobs by id, types by name.
+def gavel_order(job_ids: Sequence[int], types: IntArray, rows: BoolArray) -> tuple[IntArray, IntArray]:
+    """(job indices, type indices) in the order Gavel builds its matrices: jobs by id, types as given
+    (``common.tie_order``: by name, as Gavel, under its type order).
 
     The order does not change ECOS's iterates mathematically, but it fixes their round-off, which
     decides between identical jobs (ECOS returns them allocations that differ by ~1e-9, and the
     round mechanism serves the larger first). Only jobs with ``rows[i]`` are kept.
     """
     jobs = np.array([i for i in np.argsort(np.asarray(job_ids), kind="stable") if rows[i]], dtype=int)
-    return jobs, np.argsort(np.asarray(gpu_types, dtype=str), kind="stable")
+    return jobs, types
 
 
 def _base_rows(scale_factors: FloatArray, capacities: FloatArray, col0: int, ncols: int

@@ -21,10 +21,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from hadar.arrays import FloatArray
+from hadar.arrays import FloatArray, IntArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits
-from hadar.policies.gavel.common import Inputs, empty_allocation
+from hadar.policies.gavel.common import Inputs, empty_allocation, tie_order
 from hadar.policies.registry import register
 
 MEMO_ASSIGNED = "fifo/assigned_type"
@@ -34,11 +34,12 @@ def arrival_order(state: SchedulerState) -> list[int]:
     return sorted(range(len(state.jobs)), key=lambda i: (state.jobs[i].arrival_s, state.jobs[i].job_id))
 
 
-def _fastest(throughputs: FloatArray, room: FloatArray, gpu_types: tuple[str, ...]) -> int:
-    """Index of the fastest type with room; ties go to the alphabetically first type (Gavel)."""
+def _fastest(throughputs: FloatArray, room: FloatArray, ties: IntArray) -> int:
+    """Index of the fastest type with room; ties go to the first in ``ties`` (``tie_order``: the
+    alphabetically first type under Gavel's order, as Gavel; else the run's label-free order)."""
     best, best_rate = -1, -1.0
-    for j in sorted(np.nonzero(room)[0], key=lambda j: gpu_types[j]):
-        if throughputs[j] > best_rate:
+    for j in ties:
+        if room[j] and throughputs[j] > best_rate:
             best, best_rate = int(j), float(throughputs[j])
     return best
 
@@ -55,11 +56,12 @@ class FifoPerf:
         inp = Inputs.of(state)
         free = inp.capacities.copy()
         x = np.zeros(inp.shape)
+        ties = tie_order(state)
         for i in arrival_order(state):
             room = inp.active[i] & (free >= inp.scale_factors[i])
             if not room.any():
                 break
-            j = _fastest(inp.throughputs[i], room, state.gpu_types)
+            j = _fastest(inp.throughputs[i], room, ties)
             x[i, j] = 1.0
             free[j] -= inp.scale_factors[i]
         return Allocation.for_state(state, x)
@@ -110,3 +112,40 @@ class Fifo:
         assigned = {state.jobs[i].job_id: state.gpu_types[int(np.argmax(x[i]))] for i in range(len(state.jobs))
                     if x[i].any()}
         return Allocation.for_state(state, x, memo={MEMO_ASSIGNED: assigned})
+
+
+#: a queued job joins a running one when their normalized co-located throughputs sum above this (Gavel)
+PACKING_THRESHOLD = 1.5
+
+
+@register("fifo_packed", "FIFO with space sharing: fifo_perf, then each queued job shares the GPUs of the first "
+                         "running job it packs well with (normalized pair throughput > 1.5, Gavel)")
+class FifoPacked:
+    TRAITS: ClassVar[PolicyTraits] = PolicyTraits(skip_zero_priority=True)
+    name: ClassVar[str] = "fifo_packed"
+    traits: ClassVar[PolicyTraits] = TRAITS
+
+    def allocate(self, state: SchedulerState) -> Allocation:
+        base = FifoPerf().allocate(state)
+        if not state.jobs:
+            return base
+        x = np.array(base.fractions)
+        inp = Inputs.of(state)
+        order = arrival_order(state)
+        alone = [i for i in order if x[i].any()]  # running jobs still alone, in arrival order
+        pairs: dict[tuple[int, int], tuple[float, ...]] = {}
+        for b in (i for i in order if not x[i].any()):
+            for a in alone:
+                j = int(np.argmax(x[a]))
+                if inp.scale_factors[a] != inp.scale_factors[b] or inp.throughputs[b, j] <= 0:
+                    continue
+                ja, jb = state.jobs[a], state.jobs[b]
+                ra, rb = state.table.pair_rates(ja.job_type, jb.job_type, ja.scale_factor, state.gpu_types[j])
+                if ra / inp.throughputs[a, j] + rb / inp.throughputs[b, j] > PACKING_THRESHOLD:
+                    x[a, j] = 0.0
+                    share = [0.0] * len(state.gpu_types)
+                    share[j] = 1.0
+                    pairs[(ja.job_id, jb.job_id)] = tuple(share)
+                    alone.remove(a)
+                    break
+        return Allocation.for_state(state, x, pairs=pairs)

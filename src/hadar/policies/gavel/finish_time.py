@@ -36,7 +36,7 @@ from hadar.arrays import FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel import cvx_forms
 from hadar.policies.gavel.center import FACE_TOL, interior_point
-from hadar.policies.gavel.common import Inputs, ReferenceSolved, finish, isolated_throughputs
+from hadar.policies.gavel.common import Inputs, ReferenceSolved, finish, isolated_throughputs, tie_order
 from hadar.policies.gavel.problem import ClassProblem
 from hadar.policies.registry import register
 from hadar.solve.lp import maxmin_lp, scale_to_unit
@@ -97,7 +97,7 @@ def solve_finish_time_ecos(throughputs: FloatArray, inp: Inputs, cumulative: Flo
     rows = (np.where(inp.active, throughputs, 0.0) > 0).any(axis=1) & (iso > 0) & (denom > 0)
     if not rows.any():
         return None
-    jobs, types = cvx_forms.gavel_order(state.job_ids, state.gpu_types, rows)
+    jobs, types = cvx_forms.gavel_order(state.job_ids, tie_order(state), rows)
     form = cvx_forms.finish_time_fairness(throughputs[np.ix_(jobs, types)], inp.scale_factors[jobs],
                                           inp.capacities[types], inp.age_s[jobs], inp.remaining[jobs], denom[jobs])
     x_sub, res = form.solve()

@@ -33,7 +33,7 @@ from hadar.arrays import FloatArray
 from hadar.errors import SolverError
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel import cvx_forms
-from hadar.policies.gavel.common import Inputs, ReferenceSolved, finish
+from hadar.policies.gavel.common import Inputs, ReferenceSolved, finish, tie_order
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.registry import register
 
@@ -68,7 +68,7 @@ def solve_makespan_ecos(throughputs: FloatArray, inp: Inputs, state: SchedulerSt
     rows = np.asarray((np.where(inp.active, throughputs, 0.0) > 0).any(axis=1))  # jobs that can run somewhere
     if not rows.any():
         return None
-    jobs, types = cvx_forms.gavel_order(state.job_ids, state.gpu_types, rows)
+    jobs, types = cvx_forms.gavel_order(state.job_ids, tie_order(state), rows)
     t = throughputs[np.ix_(jobs, types)]
     s, caps, remaining = inp.scale_factors[jobs], inp.capacities[types], inp.remaining[jobs]
     demand = remaining > 0

@@ -5,9 +5,10 @@ each row divided by ``max(1, its row sum)`` (Gavel's ``IsolatedPolicy``;
 capacities always hold). Entries with zero throughput are set to 0 (the
 contract).
 
-Gavel's ``gandiva`` is not shipped: it space-shares GPUs between job pairs,
-which needs pair throughputs the tables do not carry; without packing it
-would give this same matrix under another name.
+Gavel's ``gandiva`` is not shipped yet: it space-shares GPUs between job
+pairs (the pair throughputs are in ``ThroughputTable.pairs`` and the round
+mechanism runs pairs, see packed.py); without packing it would give this
+same matrix under another name.
 """
 
 from __future__ import annotations

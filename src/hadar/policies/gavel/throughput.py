@@ -20,7 +20,7 @@ from hadar.arrays import FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.numeric import dot
 from hadar.policies.gavel import cvx_forms
-from hadar.policies.gavel.common import Inputs, ReferenceSolved, finish
+from hadar.policies.gavel.common import Inputs, ReferenceSolved, finish, tie_order
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.registry import register
 from hadar.solve.lp import base_constraints, solve_lp
@@ -48,7 +48,7 @@ def solve_max_sum_ecos(throughputs: FloatArray, inp: Inputs, state: SchedulerSta
     rows = np.asarray((np.where(inp.active, throughputs, 0.0) > 0).any(axis=1))
     if not rows.any():
         return None
-    jobs, types = cvx_forms.gavel_order(state.job_ids, state.gpu_types, rows)
+    jobs, types = cvx_forms.gavel_order(state.job_ids, tie_order(state), rows)
     x_sub, res = cvx_forms.max_sum_throughput(throughputs[np.ix_(jobs, types)], inp.scale_factors[jobs],
                                               inp.capacities[types]).solve()
     if not res.status.startswith("optimal"):

@@ -11,9 +11,10 @@ By default (``plan="lp"``) the round is then taken from a fluid plan of all
 remaining work instead (keeper.jct_plan), in whole gangs, and the TTD
 keeper checks it. The result is whole GPU counts per job and type; the
 placement planner picks the GPU ids (a job whose counts per type do not
-change keeps exactly its GPUs: no restart); ``restart_s`` > 0 discounts
-every other placement by the share of the round a checkpoint restore would
-cost.
+change keeps exactly its GPUs: no restart); a job's restart cost (its own
+``restart_s``, the figure the simulator charges, or the policy's
+``restart_s`` where set) discounts every other placement by the share of
+the round a checkpoint restore would cost.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class HadarPolicy:
         "exponent": "exponent of the `jct` utility's shortest-remaining term",
         "aging_s": "a job's weight grows by 1 for every this many seconds it waited without GPUs (null: off)",
         "restart_s": "checkpoint-restore cost (s) charged to any placement other than the job's previous one "
-                     "(0, as Gavel's simulator)",
+                     "(null: each job's own `restart_s`, the cost the simulator charges: 0 unless the job file "
+                     "or `--restart-s` gives one)",
         "fill": "after the priced pass, give GPUs still free to waiting jobs",
         "keep_slack": "TTD keeper: a round may push the horizon of all remaining work out by at most this share "
                       "of a round, else it is re-planned (null: keeper off)",
@@ -61,6 +63,9 @@ class HadarPolicy:
         "keep_quiet": "how recent an arrival, as a share of the horizon, means jobs are still arriving",
         "keep_whole": "with at most this many active jobs, all of which fit at once, the keeper re-plans in whole "
                       "gangs (a small MIP) rather than rounding the LP plan",
+        "keep_fair": "the keeper never holds back a job that never ran, nor one whose finish-time fairness so far "
+                     "(time since arrival plus remaining best-type time, over its best-type time alone) exceeds "
+                     "this: they are placed before the jobs the horizon needs (null: the keeper holds back any job)",
         "keep_max_jobs": "above this many active jobs the keeper is skipped (its LPs take ~70 ms each at 2,048 "
                          "jobs)",
         "first_round": "a job that never ran goes ahead of every job that has (it starts at the first round "
@@ -76,20 +81,21 @@ class HadarPolicy:
     name: ClassVar[str] = "hadar"
 
     def __init__(self, *, utility: str = "jct", rate_model: str = "sync", steepness: float = 0.25,
-                 exponent: float = 1.0, aging_s: float | None = None, restart_s: float = 0.0,
+                 exponent: float = 1.0, aging_s: float | None = None, restart_s: float | None = None,
                  fill: bool = True, keep_slack: float | None = 0.01, keep_busy: float | None = 0.1,
-                 keep_quiet: float = 0.1, keep_whole: int = 12, keep_max_jobs: int = 1024,
-                 first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
+                 keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
+                 keep_max_jobs: int = 1024, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
                  plan_max_jobs: int = 256) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
-        _check(steepness >= 0 and restart_s >= 0 and (aging_s is None or aging_s > 0),
+        _check(steepness >= 0 and (restart_s is None or restart_s >= 0) and (aging_s is None or aging_s > 0),
                "steepness and restart_s must be >= 0, aging_s > 0")
         _check(plan in ("lp", "pack"), f"unknown Hadar plan {plan!r} (lp or pack)")
         _check(plan_total >= 1, f"plan_total must be >= 1 (a multiple of the horizon), got {plan_total}")
         for key, v in (("keep_slack", keep_slack), ("keep_busy", keep_busy)):
             _check(v is None or 0 <= v < 1, f"{key} must be in [0, 1), got {v}")
         _check(keep_quiet >= 0, f"keep_quiet must be >= 0, got {keep_quiet}")
+        _check(keep_fair is None or keep_fair >= 1, f"keep_fair must be >= 1, got {keep_fair}")
         _check(min(keep_whole, keep_max_jobs, plan_max_jobs) >= 0, "job-count limits must be >= 0")
         self.utility_name = utility
         self.utility = make_utility(utility, exponent)
@@ -102,6 +108,7 @@ class HadarPolicy:
         self.keep_busy = keep_busy
         self.keep_quiet = keep_quiet
         self.keep_whole = keep_whole
+        self.keep_fair = keep_fair
         self.keep_max_jobs = keep_max_jobs
         self.first_round = first_round
         self.plan = plan
@@ -169,14 +176,15 @@ class HadarPolicy:
         regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
         order = np.lexsort((-regret, -per_gpu))  # ties: who loses most without its best type goes first
         prev_counts = gangs.previous_counts(state)
-        discount = 1.0 - min(self.restart_s / state.round_s, 1.0)
+        restart = np.array([j.restart_s if self.restart_s is None else self.restart_s for j in state.jobs])
+        discount = 1.0 - np.minimum(restart / state.round_s, 1.0)
         counts: Counts = {}
         waiting: list[int] = []
         for pos_i, i in enumerate(order):
             if book.free.sum() == 0:
                 waiting.extend(int(k) for k in order[pos_i:])
                 break
-            offer = gangs.respond(book, x[i], value[i], int(scale[i]), prev_counts.get(int(i)), discount,
+            offer = gangs.respond(book, x[i], value[i], int(scale[i]), prev_counts.get(int(i)), float(discount[i]),
                                   self.rate_model)
             if offer is not None and offer.payoff > 0:
                 book.take(offer.counts)
@@ -200,7 +208,7 @@ class HadarPolicy:
         if plan:
             counts = self._jct_plan(state, value, work, h, order, fresh) or counts
         if keep:
-            counts = self._keep(state, value, work, h, counts, order)
+            counts = self._keep(state, value, work, h, counts, order, fresh)
         return counts
 
     def _fresh(self, state: SchedulerState) -> BoolArray | None:
@@ -211,9 +219,10 @@ class HadarPolicy:
         return fresh if fresh.any() and not fresh.all() else None
 
     def _keep(self, state: SchedulerState, value: FloatArray, work: Work, h: float, counts: Counts,
-              order: IntArray) -> Counts:
+              order: IntArray, fresh: BoolArray | None) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
-        ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round."""
+        ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
+        ``_shielded`` from it go first in the re-planned round."""
         x, scale, free = work.rates, work.scale, work.capacity
         slack = self.keep_slack or 0.0
         if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
@@ -231,9 +240,26 @@ class HadarPolicy:
             got = round_plan(work, value, state.round_s, allowed)
         if got is None:
             return counts
-        kept = gangs.from_plan(state, x, value, scale, free, got[0], got[1], order, self.rate_model)
+        kept = gangs.from_plan(state, x, value, scale, free, got[0], got[1], order, self.rate_model,
+                               self._shielded(state, work, fresh))
         rounded = horizon_s(Work(x, work.remaining - work.progress(kept, state.round_s), scale, free))
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
+
+    def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None) -> IntArray | None:
+        """Jobs the keeper may not hold back (1, else 0; None: none): with ``keep_fair`` set, those that
+        never ran (``first_round``) and those whose finish-time fairness so far, (now - arrival +
+        remaining best-type time) / best-type time of the whole job, exceeds ``keep_fair``."""
+        if self.keep_fair is None:
+            return None
+        best = np.where(work.rates.max(axis=1) > 0, work.rates.max(axis=1), np.inf)
+        total = np.array([j.total_steps for j in state.jobs], dtype=float)
+        arrival = np.array([j.arrival_s for j in state.jobs], dtype=float)
+        alone = np.maximum(total / best, 1e-9)
+        so_far = (state.now_s - arrival + work.remaining / best) / alone
+        out = (so_far > self.keep_fair).astype(int)
+        if fresh is not None:
+            out = np.maximum(out, fresh.astype(int))
+        return out if out.any() else None
 
     def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, h: float, order: IntArray,
                   fresh: BoolArray | None) -> Counts | None:
