@@ -44,6 +44,15 @@ def pair_map(state: SchedulerState, units: Units, x_pairs: np.ndarray) -> dict[t
     return out
 
 
+def _max_min_allocation(state: SchedulerState, inp: Inputs, scale: np.ndarray,
+                        demand: np.ndarray | None = None) -> Allocation:
+    """One packed max-min LP over the state's jobs and pairs (``scale``: each job's factor), as an allocation."""
+    units = Units.of(state, inp.capacities)
+    _, x = packed_max_min(units, scale, inp.throughputs, inp.scale_factors, inp.capacities, demand)
+    m = inp.shape[0]
+    return finish(state, x[:m], inp.active, pairs=pair_map(state, units, x[m:]))
+
+
 @register("max_min_fairness_packed",
           "LAS with space sharing: max-min of normalized effective throughput over jobs alone and pairs (Gavel)")
 class MaxMinFairnessPacked(GavelPolicy):
@@ -60,10 +69,7 @@ class MaxMinFairnessPacked(GavelPolicy):
         inp = Inputs.of(state)
         prop = proportional_throughputs(inp.throughputs, inp.capacities)
         scale = np.divide(inp.scale_factors, inp.weights * prop, out=np.zeros_like(prop), where=prop > 0)
-        units = Units.of(state, inp.capacities)
-        _, x = packed_max_min(units, scale, inp.throughputs, inp.scale_factors, inp.capacities)
-        m = inp.shape[0]
-        return finish(state, x[:m], inp.active, pairs=pair_map(state, units, x[m:]))
+        return _max_min_allocation(state, inp, scale)
 
 
 @register("min_total_duration_packed",
@@ -89,10 +95,7 @@ class MinTotalDurationPacked(GavelPolicy):
         scale = np.divide(1.0, inp.remaining, out=np.zeros_like(inp.remaining), where=demand)
         if demand.any():  # one positive factor (1/T comes out O(1) for HiGHS); the argmax is unchanged
             scale /= float(np.median(scale[demand]))
-        units = Units.of(state, inp.capacities)
-        _, x = packed_max_min(units, scale, inp.throughputs, inp.scale_factors, inp.capacities, demand)
-        m = inp.shape[0]
-        return finish(state, x[:m], inp.active, pairs=pair_map(state, units, x[m:]))
+        return _max_min_allocation(state, inp, scale, demand)
 
 
 _FTF_ROUNDS = 60
