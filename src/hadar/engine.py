@@ -12,13 +12,15 @@ to re-solve is the injected ``Cadence``; jobs come from a ``JobSource``.
 
 Events. Each round is planned against a small event queue ordered by
 (time, kind, sequence): the round's end, and for a policy whose traits say
-``cut_rounds``, the next arrival (when the round leaves GPUs idle) and each
-lease's predicted completion (the executor's own estimate: the simulated
-rate, or the rate the runtime measured) when a job is waiting for GPUs or
-will have arrived by then. The round ends at the first of them, so neither
-a new job nor freed GPUs wait for the planned end; leases still running
-carry on, on the same GPUs, next round. The same code cuts rounds in the
-simulator and on Ray.
+``cut_rounds``, the next arrival (when the round leaves GPUs idle; for a
+forking policy whose jobs run as copies, also on a full cluster, once the
+round has run the traits' ``yield_after_s``) and each lease's predicted
+completion (the executor's own estimate: the simulated rate, or the rate the
+runtime measured) when a job is waiting for GPUs or will have arrived by
+then, or, for a forking policy, when another job may fork onto the freed
+GPUs. The round ends at the first of them, so neither a new job nor freed
+GPUs wait for the planned end; leases still running carry on, on the same
+GPUs, next round. The same code cuts rounds in the simulator and on Ray.
 """
 
 from __future__ import annotations
@@ -246,6 +248,8 @@ class Engine:
                     queue.push(at, EventKind.ARRIVAL)
             planned = {lease.job_id for lease in plan.leases}
             waiting = any(jid not in planned for jid in self.ledger.active)
+            # a forking policy's other jobs fork onto the GPUs a completion frees
+            waiting = waiting or (self.traits.forks and len(self.ledger.active) > 1)
             for lease in plan.leases:
                 rate = self.executor.estimate_rate(lease) if lease.copy == 0 else None
                 if rate is not None and rate > 0:

@@ -21,12 +21,20 @@ A round, in order:
    duals) is 1 where type r is in the TTD-optimal plan for job i and lower
    by how much of a GPU-second i would waste on r. The GPUs a job gets run
    as one copy per node (copies never synchronize across nodes or types).
+   A waiting job never waits for a copy: where steps 1-2 leave a job
+   without GPUs that Hadar's placement of every job would start, the round
+   places every job first and the pace guard's copies take the GPUs left.
 3. **Forking** (``mechanism/forking.py``): every node with GPUs still free
    is offered to job copies by the same primal-dual rule with the same
    prices: at most one copy of a job per node, 1..W GPUs each, worth the
    share of the job's remaining work it does this round; then a zero-price
    fill pass, then a speed-up pass for jobs that finish this round anyway.
    With few jobs left, one job spreads over every node.
+
+Copies yield: the traits' ``yield_after_s`` (a copy's minimum lease, 30 s)
+lets an arrival end a round whose GPUs are all leased while a job runs as
+copies, and a completion ends the round while other jobs remain (they fork
+onto the freed GPUs); the engine cuts the round there (``engine.py``).
 
 The allocation's ``copies`` hold every copy of every job as (node, GPUs);
 its ``fractions`` are GPUs of each type / max(GPUs held, W), so the usual
@@ -74,7 +82,7 @@ class HadarEPolicy:
     }
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, forks=True, resolve="every_round",
-                                                  cut_rounds=True, planner="forking")
+                                                  cut_rounds=True, yield_after_s=30.0, planner="forking")
     name: ClassVar[str] = "hadare"
 
     def __init__(self, *, fork: bool = True, match: float = 2.0, fork_guard: float | None = 1.0,
@@ -103,19 +111,11 @@ class HadarEPolicy:
         index = {t: r for r, t in enumerate(types)}
         horizon, rel = self._lp(state)
         weight = np.maximum(rel, 0.01) ** self.match if self.match > 0 else None
-        x, scale, value, counts = self.hadar.place(state, weight=weight)
-        prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
-        placed = assign_gpus(cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-                             prev)
-        gpus = {j.job_id: list(placed.get(j.job_id, ())) for j in jobs}
-        if self.fork:  # copies only on the GPUs no job's own placement wants: a waiting job never waits for a copy
-            book = self.hadar.price_book(state, value, scale)
-            for jid, extra in self._spread_critical(state, horizon, rel, gpus).items():
-                gpus[jid].extend(extra)
-            if book is not None:
-                held = Counter(index[cluster.gpu_type_of[g]] for gs in gpus.values() for g in gs)
-                book.take(dict(held))
-                self._fork(state, x, value, book, gpus)
+        x, scale, value, gpus = self._own_gpus(state, horizon, rel, weight)
+        book = self.hadar.price_book(state, value, scale) if self.fork else None
+        if book is not None:
+            book.take(dict(Counter(index[cluster.gpu_type_of[g]] for gs in gpus.values() for g in gs)))
+            self._fork(state, x, value, book, gpus)
         fractions = np.zeros((len(jobs), len(types)))
         for i, j in enumerate(jobs):
             for g in gpus[j.job_id]:
@@ -124,6 +124,47 @@ class HadarEPolicy:
         copies = {jid: tuple((cluster.node_of[grp[0]], len(grp)) for grp in split_by_node(cluster, gs))
                   for jid, gs in gpus.items() if gs}
         return Allocation.for_state(state, fractions, copies=copies)
+
+    def _own_gpus(self, state: SchedulerState, horizon: float, rel: FloatArray,
+                  weight: FloatArray | None) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
+        """Each job's GPUs before forking (with Hadar's x, scale factors and utility values): the pace
+        guard's copies first, then Hadar's placement on the GPUs left; where that leaves a job without
+        GPUs that Hadar's placement alone would start, Hadar's placement first and the guard's copies
+        on the GPUs it leaves (a waiting job never waits for a copy)."""
+        guard = self.fork and self.fork_guard is not None
+        reserved = self._spread_critical(state, horizon, rel, {j.job_id: [] for j in state.jobs}) if guard else {}
+        waiting: list[int] = []
+        if reserved:
+            first = self._placement(state, weight, reserved)
+            waiting = [jid for jid, gs in first[3].items() if not gs]
+            if not waiting:
+                return first
+        alone = self._placement(state, weight)
+        if reserved:
+            if not any(alone[3][jid] for jid in waiting):
+                return first
+            for jid, extra in self._spread_critical(state, horizon, rel, alone[3]).items():
+                alone[3][jid].extend(extra)
+        return alone
+
+    def _placement(self, state: SchedulerState, weight: FloatArray | None,
+                   reserved: Mapping[int, list[int]] | None = None,
+                   ) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
+        """Hadar's placement of the jobs not in ``reserved`` (job id -> GPUs held already) on the GPUs
+        it leaves: (x, scale factors, utility values, job id -> GPUs, the reserved ones included)."""
+        jobs, types, cluster = state.jobs, state.gpu_types, state.cluster
+        reserved = reserved or {}
+        index = {t: r for r, t in enumerate(types)}
+        taken = {g for gs in reserved.values() for g in gs}
+        busy = np.zeros(len(types), dtype=int)
+        for g in taken:
+            busy[index[cluster.gpu_type_of[g]]] += 1
+        sit_out = np.array([j.job_id in reserved for j in jobs])
+        x, scale, value, counts = self.hadar.place(state, busy=busy, sit_out=sit_out, weight=weight)
+        prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
+        placed = assign_gpus(cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
+                             prev, busy=taken)
+        return x, scale, value, {j.job_id: list(reserved.get(j.job_id, placed.get(j.job_id, ()))) for j in jobs}
 
     def _lp(self, state: SchedulerState) -> tuple[float, FloatArray]:
         """(horizon, rel) of the forking LP on the remaining work."""
