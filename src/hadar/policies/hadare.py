@@ -76,7 +76,7 @@ class HadarEPolicy:
         "match": "exponent of the LP-fit weight on utilities: how strongly jobs go to the GPU types the "
                  "TTD-optimal plan gives them (0: off)",
         "fork_guard": "pace guard, in rounds: a job within this many rounds of setting the makespan gets copies "
-                      "first, enough to keep pace (null: off)",
+                      "first, enough to keep pace, unless they would leave a job without GPUs (null: off)",
         "yield_after_s": "a copy's minimum lease (s): an arrival that finds every GPU leased while jobs run as "
                          "copies ends the round this long after it began at the earliest, and the copies yield",
     }
