@@ -87,7 +87,7 @@ class HadarEPolicy:
 
     def __init__(self, *, fork: bool = True, match: float = 2.0, fork_guard: float | None = 1.0,
                  yield_after_s: float = 30.0,
-                 plan: str = "pack", keep_slack: float | None = None, first_round: bool = False,
+                 plan: str = "pack", keep_slack: float | None = None, first_round: bool = True,
                  **hadar: Any) -> None:
         self.hadar = HadarPolicy(plan=plan, keep_slack=keep_slack, first_round=first_round, **hadar)
         self.fork = fork
