@@ -1,9 +1,9 @@
 """HadarE: Hadar's allocation plus job forking (spec/hadar.md section 4).
 
 HadarE is composed, not derived: it holds a ``HadarPolicy`` (with the
-packing plan, no keeper and no first-round rule by default: the plan's and
-the keeper's horizons do not model forking, and copies start jobs at once)
-and adds the forking decisions; the forking planner turns its copies into
+packing plan and no keeper by default: the plan's and the keeper's horizons
+do not model forking; with Hadar's first-round rule, so a job arriving at a
+cluster full of unforked jobs starts at the next round boundary) and adds the forking decisions; the forking planner turns its copies into
 leases on GPU ids and the runtime's job tracker merges the copies' models.
 A round, in order:
 
@@ -67,8 +67,7 @@ from hadar.solve.bounds import copy_limits, lp_efficiency
           forwards=HadarPolicy)
 class HadarEPolicy:
     """HadarE's round decision: its own parameters are in ``PARAMS``; every other keyword is a
-    ``HadarPolicy`` parameter (defaults here: ``plan="pack"``, ``keep_slack=None``,
-    ``first_round=False``).
+    ``HadarPolicy`` parameter (defaults here: ``plan="pack"``, ``keep_slack=None``).
     """
 
     PARAMS: ClassVar[Mapping[str, str]] = {
