@@ -250,8 +250,11 @@ class Engine:
             waiting = any(jid not in planned for jid in self.ledger.active)
             # a forking policy's other jobs fork onto the GPUs a completion frees
             waiting = waiting or (self.traits.forks and len(self.ledger.active) > 1)
+            copies = {lease.job_id for lease in plan.leases if lease.copy > 0}
             for lease in plan.leases:
-                rate = self.executor.estimate_rate(lease) if lease.copy == 0 else None
+                # a job running as copies: its finish depends on all of them (and, simulated, on the
+                # fork efficiency), which one lease's rate does not predict; its round runs on
+                rate = self.executor.estimate_rate(lease) if lease.job_id not in copies else None
                 if rate is not None and rate > 0:
                     # just past the last step, after the restore a lease that is not extended pays first
                     t = plan.start_s + lease.lost_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9

@@ -238,3 +238,4 @@ def test_completions_hand_freed_gpus_to_the_other_jobs_copies(table) -> None:
     nxt = [e for e in res.events if e["event"] == "round" and e["t"] >= finish[1] - 1e-6]
     assert nxt and nxt[0]["t"] == pytest.approx(finish[1], abs=1e-6)
     assert len({g for _, _, gs, _ in nxt[0]["leases"] for g in gs}) == 5
+

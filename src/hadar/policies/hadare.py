@@ -3,8 +3,9 @@
 HadarE is composed, not derived: it holds a ``HadarPolicy`` (with the
 packing plan and no keeper by default: the plan's and the keeper's horizons
 do not model forking; with Hadar's first-round rule, so a job arriving at a
-cluster full of unforked jobs starts at the next round boundary) and adds the forking decisions; the forking planner turns its copies into
-leases on GPU ids and the runtime's job tracker merges the copies' models.
+cluster full of unforked jobs starts at the next round boundary) and adds
+the forking decisions; the forking planner turns its copies into leases on
+GPU ids and the runtime's job tracker merges the copies' models.
 A round, in order:
 
 1. **Pace guard** (``fork_guard``, in rounds): the forking LP on the
