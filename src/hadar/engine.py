@@ -12,13 +12,15 @@ to re-solve is the injected ``Cadence``; jobs come from a ``JobSource``.
 
 Events. Each round is planned against a small event queue ordered by
 (time, kind, sequence): the round's end, and for a policy whose traits say
-``cut_rounds``, the next arrival (when the round leaves GPUs idle) and each
-lease's predicted completion (the executor's own estimate: the simulated
-rate, or the rate the runtime measured) when a job is waiting for GPUs or
-will have arrived by then. The round ends at the first of them, so neither
-a new job nor freed GPUs wait for the planned end; leases still running
-carry on, on the same GPUs, next round. The same code cuts rounds in the
-simulator and on Ray.
+``cut_rounds``, the next arrival (when the round leaves GPUs idle; for a
+forking policy whose jobs run as copies, also on a full cluster, once the
+round has run the traits' ``yield_after_s``) and each lease's predicted
+completion (the executor's own estimate: the simulated rate, or the rate the
+runtime measured) when a job is waiting for GPUs or will have arrived by
+then, or, for a forking policy, when another job may fork onto the freed
+GPUs. The round ends at the first of them, so neither a new job nor freed
+GPUs wait for the planned end; leases still running carry on, on the same
+GPUs, next round. The same code cuts rounds in the simulator and on Ray.
 """
 
 from __future__ import annotations
@@ -151,9 +153,11 @@ class Engine:
                 stalled = True
                 continue
             stalled = ran_nothing = False
-            report = self._run_round(self._cut(plan, source, now), source)
+            cut = self._cut(plan, source, now)
+            report = self._run_round(cut, source)
             previous = plan
-            self.clock.advance_to(max(report.end_s, now))
+            # a cut round ends at its event even where its leases made no whole step by then
+            self.clock.advance_to(max(report.end_s, now, cut.start_s + cut.duration_s if cut is not plan else now))
         self.stats.wall_s = elapsed_s(started)
         return self.stats
 
@@ -238,13 +242,19 @@ class Engine:
         queue.push(end, EventKind.ROUND_END)
         if self.traits.cut_rounds:
             nxt = source.next_arrival()
-            busy = len({g for lease in plan.leases for g in lease.gpus})  # a shared GPU counts once
-            if nxt is not None and now < nxt < end and busy < len(self.ledger.cluster.up_gpus):
-                queue.push(nxt, EventKind.ARRIVAL)
+            if nxt is not None and now < nxt:
+                at = self._arrival_cut(plan, nxt)
+                if at is not None and at < end:
+                    queue.push(at, EventKind.ARRIVAL)
             planned = {lease.job_id for lease in plan.leases}
             waiting = any(jid not in planned for jid in self.ledger.active)
+            # a forking policy's other jobs fork onto the GPUs a completion frees
+            waiting = waiting or (self.traits.forks and len(self.ledger.active) > 1)
+            copies = {lease.job_id for lease in plan.leases if lease.copy > 0}
             for lease in plan.leases:
-                rate = self.executor.estimate_rate(lease) if lease.copy == 0 else None
+                # a job running as copies: its finish depends on all of them (and, simulated, on the
+                # fork efficiency), which one lease's rate does not predict; its round runs on
+                rate = self.executor.estimate_rate(lease) if lease.job_id not in copies else None
                 if rate is not None and rate > 0:
                     # just past the last step, after the restore a lease that is not extended pays first
                     t = plan.start_s + lease.lost_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9
@@ -255,6 +265,17 @@ class Engine:
             return plan
         self.stats.cut_rounds += 1
         return dataclasses.replace(plan, duration_s=first.time_s - plan.start_s)
+
+    def _arrival_cut(self, plan: RoundPlan, arrival_s: float) -> float | None:
+        """When an arrival ends the round: at once where GPUs are idle; for a forking policy whose
+        jobs run as several copies, once the round has run ``yield_after_s`` (the copies yield to
+        the new job); None: it waits for the round's end."""
+        if len({g for lease in plan.leases for g in lease.gpus}) < len(self.ledger.cluster.up_gpus):
+            return arrival_s  # GPUs idle (a GPU two jobs share counts once)
+        after = self.traits.yield_after_s
+        if after is None or len({lease.job_id for lease in plan.leases}) == len(plan.leases):
+            return None
+        return max(arrival_s, plan.start_s + after)
 
     def _stuck_message(self) -> str:
         stuck = [f"{r.job.job_id} ({r.job.job_type}, {r.job.scale_factor} GPUs)" for r in self.ledger.active.values()]

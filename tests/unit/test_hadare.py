@@ -12,6 +12,7 @@ import pytest
 from hadar.build import wire
 from hadar.clock import VirtualClock
 from hadar.config import parse_cluster
+from hadar.errors import InputError
 from hadar.mechanism.forking import CopyCandidate, ForkingPlanner, NodeFree, offer_nodes, split_by_node
 from hadar.mechanism.ledger import JobLedger
 from hadar.metrics.bound import ttd_forking_bound_s
@@ -179,3 +180,62 @@ def test_allocation_keeps_the_policy_contract(table) -> None:
     assert (alloc.shares().sum(axis=0) <= state.capacities() + 1e-9).all()
     held = [g for gs in leased(create("hadare"), state, alloc).values() for g in gs]
     assert sorted(held) == list(range(cluster.num_gpus))  # nothing idles while jobs can use it
+
+
+# -- never starving (issue 17, item 4) --------------------------------------------------
+def _starts(res) -> dict[int, float]:
+    return {r.job_id: r.first_start_s for r in res.rows}
+
+
+def test_copies_yield_to_short_jobs_within_the_minimum_lease(table) -> None:
+    """The issue's case in small: a long multi-GPU job forked over the whole cluster (its pace guard
+    wants every node); short 1-GPU jobs arriving mid-round start at most ``yield_after_s`` after
+    their arrival, on GPUs the copies give up, and the long job takes every GPU back after them."""
+    cluster = five_nodes(4)
+    long_job = job(0, R50, sf=4, steps=2_000_000)
+    short = [job(i, "ResNet-18 (batch size 32)", steps=3_000, arrival=arrival)
+             for i, arrival in ((1, 1000.0), (2, 1010.0), (3, 2500.0), (4, 4000.0))]
+    res = simulate([long_job, *short], cluster, table, "hadare", record_events=True)
+    rounds = [e for e in res.events if e["event"] == "round"]
+    before = [e for e in rounds if e["end"] <= 1000.0]
+    assert before and all(sorted(g for _, _, gs, _ in e["leases"] for g in gs) == list(range(20)) for e in before)
+    assert all({jid for jid, _, _, _ in e["leases"]} == {0} for e in before)  # only the long job: all 20 GPUs
+    starts = _starts(res)
+    policy = create("hadare")
+    for j in short:
+        assert j.arrival_s <= starts[j.job_id] <= j.arrival_s + policy.yield_after_s + 1e-6
+    last = max(r.finish_s for r in res.rows if r.job_id != 0)
+    after = [e for e in rounds if e["t"] >= last]
+    assert after and all(len({g for _, _, gs, _ in e["leases"] for g in gs}) == 20 for e in after)
+    assert res.summary["jobs_completed"] == 5
+
+
+def test_an_arrival_waits_for_the_round_where_no_job_runs_as_copies(table) -> None:
+    """Arrivals cut a fully leased round only where some job runs as copies: five 1-GPU jobs on five
+    1-GPU nodes hold one GPU each, so a job arriving mid-round waits for the round's end; without
+    forking there is no minimum lease at all, and a negative one is refused in one line."""
+    cluster = five_nodes(1)
+    jobs = [*(job(i, R50, steps=1_000_000) for i in range(5)), job(5, "ResNet-18 (batch size 32)", steps=3_000,
+                                                                     arrival=1000.0)]
+    res = simulate(jobs, cluster, table, "hadare", record_events=True)
+    rounds = [e for e in res.events if e["event"] == "round"]
+    during = next(e for e in rounds if e["t"] <= 1000.0 < e["end"])
+    assert sorted(jid for jid, _, _, _ in during["leases"]) == [0, 1, 2, 3, 4]
+    assert _starts(res)[5] == pytest.approx(during["end"]) and during["end"] > 1000.0 + 30.0
+    assert create("hadare", fork=False).traits.yield_after_s is None
+    with pytest.raises(InputError, match="yield_after_s"):
+        create("hadare", yield_after_s=-1.0)
+
+
+def test_completions_hand_freed_gpus_to_the_other_jobs_copies(table) -> None:
+    """A forking policy's round ends at a completion while other jobs remain, so their copies take
+    the freed GPUs at once (no GPU sits idle until the round's planned end)."""
+    cluster = five_nodes(1)
+    jobs = [job(0, R50, sf=1, steps=200_000), job(1, "ResNet-18 (batch size 32)", steps=2_000)]
+    res = simulate(jobs, cluster, table, "hadare", record_events=True)
+    finish = {r.job_id: r.finish_s for r in res.rows}
+    assert finish[1] < 360.0
+    nxt = [e for e in res.events if e["event"] == "round" and e["t"] >= finish[1] - 1e-6]
+    assert nxt and nxt[0]["t"] == pytest.approx(finish[1], abs=1e-6)
+    assert len({g for _, _, gs, _ in nxt[0]["leases"] for g in gs}) == 5
+

@@ -28,6 +28,9 @@ class PolicyTraits:
       decisions that must see every change: Hadar, YARN-CS).
     - ``cut_rounds``: a round may end early, at an arrival that finds GPUs idle or at a predicted
       completion that frees GPUs for a waiting job.
+    - ``yield_after_s`` (forking policies with ``cut_rounds``): an arrival also ends a round whose
+      GPUs are all leased while some job runs as several copies (copies yield to the new job), but
+      not before the round has run this long (a copy's minimum lease). None: no such cut.
     - ``planner``: ``rounds`` (Gavel's priority/deficit mechanism turns time fractions into
       leases), ``placement`` (GPU counts per job and type, placed on GPU ids) or ``forking``
       (node-level copies, HadarE).
@@ -42,6 +45,7 @@ class PolicyTraits:
     forks: bool = False
     resolve: Resolve = "on_change"
     cut_rounds: bool = False
+    yield_after_s: float | None = None
     planner: PlannerKind = "rounds"
     skip_zero_priority: bool = False
     reference_solver: bool = False
@@ -54,6 +58,8 @@ class PolicyTraits:
             raise InputError(f"traits: unknown planner {self.planner!r}")
         if self.rate_model not in ("sync", "additive"):
             raise InputError(f"traits: unknown rate model {self.rate_model!r} (sync or additive)")
+        if self.yield_after_s is not None and not (self.forks and self.cut_rounds and self.yield_after_s >= 0):
+            raise InputError("traits: yield_after_s (>= 0) is for a forking policy that cuts rounds")
         if self.forks != (self.planner == "forking"):
             raise InputError("traits: a forking policy needs the forking planner, and only it")
         if self.spans_types and self.planner == "rounds":

@@ -1,10 +1,11 @@
 """HadarE: Hadar's allocation plus job forking (spec/hadar.md section 4).
 
 HadarE is composed, not derived: it holds a ``HadarPolicy`` (with the
-packing plan, no keeper and no first-round rule by default: the plan's and
-the keeper's horizons do not model forking, and copies start jobs at once)
-and adds the forking decisions; the forking planner turns its copies into
-leases on GPU ids and the runtime's job tracker merges the copies' models.
+packing plan and no keeper by default: the plan's and the keeper's horizons
+do not model forking; with Hadar's first-round rule, so a job arriving at a
+cluster full of unforked jobs starts at the next round boundary) and adds
+the forking decisions; the forking planner turns its copies into leases on
+GPU ids and the runtime's job tracker merges the copies' models.
 A round, in order:
 
 1. **Pace guard** (``fork_guard``, in rounds): the forking LP on the
@@ -21,12 +22,20 @@ A round, in order:
    duals) is 1 where type r is in the TTD-optimal plan for job i and lower
    by how much of a GPU-second i would waste on r. The GPUs a job gets run
    as one copy per node (copies never synchronize across nodes or types).
+   A waiting job never waits for a copy: where steps 1-2 leave a job
+   without GPUs that Hadar's placement of every job would start, the round
+   places every job first and the pace guard's copies take the GPUs left.
 3. **Forking** (``mechanism/forking.py``): every node with GPUs still free
    is offered to job copies by the same primal-dual rule with the same
    prices: at most one copy of a job per node, 1..W GPUs each, worth the
    share of the job's remaining work it does this round; then a zero-price
    fill pass, then a speed-up pass for jobs that finish this round anyway.
    With few jobs left, one job spreads over every node.
+
+Copies yield: the traits' ``yield_after_s`` (a copy's minimum lease, 30 s)
+lets an arrival end a round whose GPUs are all leased while a job runs as
+copies, and a completion ends the round while other jobs remain (they fork
+onto the freed GPUs); the engine cuts the round there (``engine.py``).
 
 The allocation's ``copies`` hold every copy of every job as (node, GPUs);
 its ``fractions`` are GPUs of each type / max(GPUs held, W), so the usual
@@ -59,8 +68,7 @@ from hadar.solve.bounds import copy_limits, lp_efficiency
           forwards=HadarPolicy)
 class HadarEPolicy:
     """HadarE's round decision: its own parameters are in ``PARAMS``; every other keyword is a
-    ``HadarPolicy`` parameter (defaults here: ``plan="pack"``, ``keep_slack=None``,
-    ``first_round=False``).
+    ``HadarPolicy`` parameter (defaults here: ``plan="pack"``, ``keep_slack=None``).
     """
 
     PARAMS: ClassVar[Mapping[str, str]] = {
@@ -68,15 +76,18 @@ class HadarEPolicy:
         "match": "exponent of the LP-fit weight on utilities: how strongly jobs go to the GPU types the "
                  "TTD-optimal plan gives them (0: off)",
         "fork_guard": "pace guard, in rounds: a job within this many rounds of setting the makespan gets copies "
-                      "first, enough to keep pace (null: off)",
+                      "first, enough to keep pace, unless they would leave a job without GPUs (null: off)",
+        "yield_after_s": "a copy's minimum lease (s): an arrival that finds every GPU leased while jobs run as "
+                         "copies ends the round this long after it began at the earliest, and the copies yield",
     }
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, forks=True, resolve="every_round",
-                                                  planner="forking")
+                                                  cut_rounds=True, yield_after_s=30.0, planner="forking")
     name: ClassVar[str] = "hadare"
 
     def __init__(self, *, fork: bool = True, match: float = 2.0, fork_guard: float | None = 1.0,
-                 plan: str = "pack", keep_slack: float | None = None, first_round: bool = False,
+                 yield_after_s: float = 30.0,
+                 plan: str = "pack", keep_slack: float | None = None, first_round: bool = True,
                  **hadar: Any) -> None:
         if hadar.get("share"):
             raise InputError("hadare: share (space sharing) is a hadar parameter; HadarE forks jobs instead")
@@ -84,12 +95,16 @@ class HadarEPolicy:
         self.fork = fork
         self.match = match
         self.fork_guard = fork_guard
+        if not (yield_after_s >= 0 and np.isfinite(yield_after_s)):
+            raise InputError(f"hadare: yield_after_s must be >= 0 seconds, got {yield_after_s}")
+        self.yield_after_s = float(yield_after_s)
 
     @property
     def traits(self) -> PolicyTraits:
         from dataclasses import replace
 
-        return replace(self.TRAITS, rate_model=self.hadar.rate_model)
+        return replace(self.TRAITS, rate_model=self.hadar.rate_model,
+                       yield_after_s=self.yield_after_s if self.fork else None)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         jobs, types, cluster = state.jobs, state.gpu_types, state.cluster
@@ -97,22 +112,11 @@ class HadarEPolicy:
             return Allocation.for_state(state, np.zeros((0, len(types))), copies={})
         index = {t: r for r, t in enumerate(types)}
         horizon, rel = self._lp(state)
-        reserved = self._spread_critical(state, horizon, rel)
-        busy = np.zeros(len(types), dtype=int)
-        for r, n in Counter(index[cluster.gpu_type_of[g]] for gs in reserved.values() for g in gs).items():
-            busy[r] = n
-        sit_out = np.array([j.job_id in reserved for j in jobs])
         weight = np.maximum(rel, 0.01) ** self.match if self.match > 0 else None
-        x, scale, value, counts = self.hadar.place(state, busy=busy, sit_out=sit_out, weight=weight)
-        prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
-        placed = assign_gpus(cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-                             prev, busy={g for gs in reserved.values() for g in gs})
-        gpus = {j.job_id: list(reserved.get(j.job_id, placed.get(j.job_id, ()))) for j in jobs}
+        x, scale, value, gpus = self._own_gpus(state, horizon, rel, weight)
         book = self.hadar.price_book(state, value, scale) if self.fork else None
         if book is not None:
-            for c in counts.values():
-                book.take(c)
-            book.take(dict(enumerate(busy.tolist())))
+            book.take(dict(Counter(index[cluster.gpu_type_of[g]] for gs in gpus.values() for g in gs)))
             self._fork(state, x, value, book, gpus)
         fractions = np.zeros((len(jobs), len(types)))
         for i, j in enumerate(jobs):
@@ -123,47 +127,93 @@ class HadarEPolicy:
                   for jid, gs in gpus.items() if gs}
         return Allocation.for_state(state, fractions, copies=copies)
 
+    def _own_gpus(self, state: SchedulerState, horizon: float, rel: FloatArray,
+                  weight: FloatArray | None) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
+        """Each job's GPUs before forking (with Hadar's x, scale factors and utility values): the pace
+        guard's copies first, then Hadar's placement on the GPUs left; where that leaves a job without
+        GPUs that Hadar's placement alone would start, Hadar's placement first and the guard's copies
+        on the GPUs it leaves (a waiting job never waits for a copy)."""
+        guard = self.fork and self.fork_guard is not None
+        reserved = self._spread_critical(state, horizon, rel, {j.job_id: [] for j in state.jobs}) if guard else {}
+        waiting: list[int] = []
+        if reserved:
+            first = self._placement(state, weight, reserved)
+            waiting = [jid for jid, gs in first[3].items() if not gs]
+            if not waiting:
+                return first
+        alone = self._placement(state, weight)
+        if reserved:
+            if not any(alone[3][jid] for jid in waiting):
+                return first
+            for jid, extra in self._spread_critical(state, horizon, rel, alone[3]).items():
+                alone[3][jid].extend(extra)
+        return alone
+
+    def _placement(self, state: SchedulerState, weight: FloatArray | None,
+                   reserved: Mapping[int, list[int]] | None = None,
+                   ) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
+        """Hadar's placement of the jobs not in ``reserved`` (job id -> GPUs held already) on the GPUs
+        it leaves: (x, scale factors, utility values, job id -> GPUs, the reserved ones included)."""
+        jobs, types, cluster = state.jobs, state.gpu_types, state.cluster
+        reserved = reserved or {}
+        index = {t: r for r, t in enumerate(types)}
+        taken = {g for gs in reserved.values() for g in gs}
+        busy = np.zeros(len(types), dtype=int)
+        for g in taken:
+            busy[index[cluster.gpu_type_of[g]]] += 1
+        sit_out = np.array([j.job_id in reserved for j in jobs])
+        x, scale, value, counts = self.hadar.place(state, busy=busy, sit_out=sit_out, weight=weight)
+        prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
+        placed = assign_gpus(cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
+                             prev, busy=taken)
+        return x, scale, value, {j.job_id: list(reserved.get(j.job_id, placed.get(j.job_id, ()))) for j in jobs}
+
     def _lp(self, state: SchedulerState) -> tuple[float, FloatArray]:
         """(horizon, rel) of the forking LP on the remaining work."""
         per_gpu, caps = copy_limits(state.jobs, state.cluster, state.table)
         return lp_efficiency(per_gpu, state.remaining_steps(), state.cluster, caps)
 
-    def _spread_critical(self, state: SchedulerState, horizon: float, rel: FloatArray) -> dict[int, tuple[int, ...]]:
-        """Makespan guard for forking (a pace controller). ``t_min``: a job's remaining time at its
-        fastest pace (its largest copy on every node); ``H``: the forking LP's horizon for all the
-        remaining work. A job with ``t_min >= H - fork_guard x round_s`` (within ``fork_guard`` rounds
-        of being the bottleneck; decisions are per round, so it must be paced now) must keep at least
-        the share ``t_min / H`` of its fastest pace or the workload cannot finish by H: it gets copies
-        first (most critical job first; on each node as many GPUs as free, up to W; nodes where it
-        fits the LP plan best, then fastest, first) until its copies reach that pace."""
-        if self.fork_guard is None or not self.fork:
+    def _spread_critical(self, state: SchedulerState, horizon: float, rel: FloatArray,
+                         gpus: Mapping[int, list[int]]) -> dict[int, list[int]]:
+        """Makespan guard for forking (a pace controller), on the GPUs no job's own placement holds
+        (``gpus``). ``t_min``: a job's remaining time at its fastest pace (its largest copy on every
+        node); ``H``: the forking LP's horizon for all the remaining work. A job with ``t_min >= H -
+        fork_guard x round_s`` (within ``fork_guard`` rounds of being the bottleneck; decisions are
+        per round, so it must be paced now) must keep at least the share ``t_min / H`` of its
+        fastest pace or the workload cannot finish by H: it gets copies first (most critical job
+        first; on each node where it has none yet, as many GPUs as free, up to W; nodes where it
+        fits the LP plan best, then fastest, first) until its copies, its own GPUs included, reach
+        that pace. Returns job id -> the GPUs of its new copies."""
+        if self.fork_guard is None:
             return {}
         fastest = self._spread_rate(state)
         t_min = state.remaining_steps() / fastest
         hot = np.flatnonzero(t_min >= horizon - self.fork_guard * state.round_s)
         cluster = state.cluster
         index = {t: r for r, t in enumerate(state.gpu_types)}
-        free = {n: list(cluster.gpus_of_node(n)) for n in cluster.up_nodes}
-        out: dict[int, tuple[int, ...]] = {}
+        taken = {g for gs in gpus.values() for g in gs}
+        free = {n: [g for g in cluster.gpus_of_node(n) if g not in taken] for n in cluster.up_nodes}
+        out: dict[int, list[int]] = {}
         for i in hot[np.argsort(-t_min[hot], kind="stable")]:
             j = state.jobs[i]
             rates = copy_rates(state.table, j.job_type, j.scale_factor, state.gpu_types)
             target = min(1.0, t_min[i] / max(horizon, 1e-9)) * fastest[i]
+            own = {cluster.node_of[g] for g in gpus[j.job_id]}
             order = sorted(cluster.up_nodes, key=lambda n: (
                 -rel[i, index[cluster.nodes[n].gpu_type]], -rates[index[cluster.nodes[n].gpu_type], 1], n))
             mine: list[int] = []
-            pace = 0.0
+            pace = copies_rate(cluster, rates, index, gpus[j.job_id])
             for n in order:
                 r = index[cluster.nodes[n].gpu_type]
                 if pace >= target * (1 - 1e-9):
                     break
-                if j.throughputs[r] > 0 and free[n]:
+                if j.throughputs[r] > 0 and free[n] and n not in own:
                     k = min(j.scale_factor, len(free[n]))
                     mine.extend(free[n][:k])
                     free[n] = free[n][k:]
                     pace += rates[r, k]
             if mine:
-                out[j.job_id] = tuple(mine)
+                out[j.job_id] = mine
         return out
 
     def _spread_rate(self, state: SchedulerState) -> FloatArray:
