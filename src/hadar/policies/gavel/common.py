@@ -75,6 +75,12 @@ def proportional_throughputs(throughputs: FloatArray, capacities: FloatArray) ->
     return matvec(throughputs, capacities / total)
 
 
+def las_scale(throughputs: FloatArray, inp: Inputs) -> FloatArray:
+    """LAS's per-job normalization ``s_i / (w_i prop_i)`` (0 where a job has no proportional share)."""
+    prop = proportional_throughputs(throughputs, inp.capacities)
+    return np.divide(inp.scale_factors, inp.weights * prop, out=np.zeros_like(prop), where=prop > 0)
+
+
 def isolated_fractions(scale_factors: FloatArray, capacities: FloatArray) -> FloatArray:
     """Gavel's ``IsolatedPolicy``: ``x_ij = (N_j / m) / s_i``, each row divided by ``max(1, row sum)``.
 

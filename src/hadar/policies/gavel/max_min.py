@@ -19,16 +19,14 @@ import numpy as np
 
 from hadar.arrays import FloatArray
 from hadar.model.state import Allocation, SchedulerState
-from hadar.policies.gavel.common import GavelPolicy, Inputs, empty_allocation, finish, proportional_throughputs
+from hadar.policies.gavel.common import GavelPolicy, Inputs, empty_allocation, finish, las_scale
 from hadar.policies.gavel.problem import ClassProblem, fattened
 from hadar.policies.registry import register
 
 
 def max_min_coefficients(throughputs: FloatArray, inp: Inputs) -> FloatArray:
     """``c_ij = T_ij s_i / (w_i prop_i)``: normalized, priority-weighted throughput per unit of x."""
-    prop = proportional_throughputs(throughputs, inp.capacities)
-    scale = np.divide(inp.scale_factors, inp.weights * prop, out=np.zeros_like(prop), where=prop > 0)
-    return throughputs * scale[:, None]
+    return throughputs * las_scale(throughputs, inp)[:, None]
 
 
 def solve_max_min(coef: FloatArray, inp: Inputs) -> FloatArray:

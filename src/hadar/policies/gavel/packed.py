@@ -18,7 +18,7 @@ from hadar.policies.gavel.common import (
     empty_allocation,
     finish,
     isolated_throughputs,
-    proportional_throughputs,
+    las_scale,
 )
 from hadar.policies.gavel.finish_time import (
     MEMO_CUMULATIVE,
@@ -67,8 +67,7 @@ class MaxMinFairnessPacked(GavelPolicy):
         if not state.jobs:
             return empty_allocation(state)
         inp = Inputs.of(state)
-        prop = proportional_throughputs(inp.throughputs, inp.capacities)
-        scale = np.divide(inp.scale_factors, inp.weights * prop, out=np.zeros_like(prop), where=prop > 0)
+        scale = las_scale(inp.throughputs, inp)
         return _max_min_allocation(state, inp, scale)
 
 

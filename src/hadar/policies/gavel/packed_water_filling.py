@@ -30,7 +30,7 @@ from hadar.policies.gavel.common import (
     Inputs,
     empty_allocation,
     finish,
-    proportional_throughputs,
+    las_scale,
 )
 from hadar.policies.gavel.packed import pair_map
 from hadar.policies.gavel.packing import PackedRows, Units
@@ -129,8 +129,7 @@ class MaxMinFairnessWaterFillingPacked(GavelPolicy):
         if not state.jobs:
             return empty_allocation(state)
         inp = Inputs.of(state)
-        prop = proportional_throughputs(inp.throughputs, inp.capacities)
-        scale = np.divide(inp.scale_factors, inp.weights * prop, out=np.zeros_like(prop), where=prop > 0)
+        scale = las_scale(inp.throughputs, inp)
         units = Units.of(state, inp.capacities)
         rows = PackedRows.of(units, scale, inp.throughputs, inp.scale_factors, inp.capacities)
         demand = (scale > 0) & (np.asarray(rows.gain.sum(axis=1)).ravel() > 0)
