@@ -20,11 +20,11 @@ TABLE = ThroughputTable.from_gavel_json({"v100": {
 }})
 
 
-def _state(slo_a: float | None = None) -> SchedulerState:
+def _state(slo_a: float | None = None, slo_b: float | None = None) -> SchedulerState:
     cluster = Cluster.from_counts({"v100": 1})
     jobs = tuple(JobView(job_id=i, job_type=jt, scale_factor=1, priority_weight=1.0, arrival_s=0.0,
                          total_steps=9000.0, remaining_steps=9000.0, throughputs=(1.0,),
-                         slo=slo_a if jt == "A" else None)
+                         slo=slo_a if jt == "A" else slo_b)
                  for i, jt in enumerate("AB"))
     return SchedulerState(now_s=100.0, round_s=360.0, cluster=cluster, jobs=jobs, table=TABLE, memo={})
 
@@ -57,3 +57,15 @@ def test_an_slo_still_constrains_the_packed_allocation():
     # an SLO nothing can meet (more than 1 step/s): the allocation without SLOs
     hopeless = create(PACKED).allocate(_state(slo_a=0.5))
     assert hopeless.pairs == {(0, 1): pytest.approx((1.0,), abs=1e-6)}
+
+
+def test_when_two_slos_conflict_the_fallback_drops_one_or_all():
+    # both need 0.9 steps/s: 1.8 in all, more than the GPU gives even shared (1.5); equally hard, so
+    # job 0's is dropped (lowest id first) and B gets 0.9: the pair 1/3 of the time, B alone 2/3
+    f = (9000.0 / 0.9 + 100.0) / 9000.0
+    alloc = create(PACKED).allocate(_state(slo_a=f, slo_b=f))
+    assert alloc.pairs == {(0, 1): pytest.approx((1 / 3,), abs=1e-6)}
+    assert np.asarray(alloc.fractions)[:, 0] == pytest.approx([0.0, 2 / 3], abs=1e-6)
+    assert _rates(alloc)[1] == pytest.approx(0.9, rel=1e-6)
+    gavel = create(PACKED, slo_fallback="all").allocate(_state(slo_a=f, slo_b=f))  # as if there were no SLOs
+    assert gavel.pairs == {(0, 1): pytest.approx((1.0,), abs=1e-6)}
