@@ -92,7 +92,8 @@ def test_medium_test_matches_gavel_within_3_percent(table, policy, jct_h, makesp
 
 
 @pytest.mark.parametrize("policy", ["max_min_fairness_packed", "min_total_duration_packed",
-                                    "finish_time_fairness_packed", "fifo_packed"])
+                                    "finish_time_fairness_packed", "fifo_packed",
+                                    "max_sum_throughput_normalized_by_cost_packed_SLOs"])
 def test_mixed_gpu_counts_run_to_completion_and_pair_only_equal_counts(table, policy):
     kinds = [(R16, 1), (R32, 1), (R16, 2), (R32, 2), ("ResNet-50 (batch size 64)", 4), (R16, 1)]
     jobs = [job(i, jt, sf=sf, steps=3000.0) for i, (jt, sf) in enumerate(kinds)]

@@ -1,7 +1,7 @@
 """Gavel's scheduling policies (spec/gavel.md section 2); importing registers them.
 
 Module map: ``max_min`` (LAS), ``water_filling``, ``finish_time``, ``makespan``,
-``throughput`` (max sum), ``fifo``, ``shares`` (isolated), ``allox``, ``cost`` (per dollar),
+``throughput`` (max sum), ``fifo``, ``shares`` (isolated), ``allox``, ``cost`` (per dollar, ``cost_packed`` with pairs),
 ``hierarchical`` (entity water filling); space sharing in ``packing`` (LP rows), ``packed``,
 ``packed_water_filling`` and ``gandiva``; solver plumbing in ``problem`` (job classes + HiGHS)
 and ``center`` (interior point).
@@ -10,6 +10,7 @@ and ``center`` (interior point).
 from hadar.policies.gavel import (  # noqa: F401
     allox,
     cost,
+    cost_packed,
     fifo,
     finish_time,
     gandiva,

@@ -25,7 +25,7 @@ published results for these policies, its price logs are not public).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,6 +43,9 @@ from hadar.policies.registry import register
 from hadar.solve.lp import base_constraints, demand_rows, solve_lp
 
 log = logging.getLogger(__name__)
+
+#: an LP under per-job rate floors (``need``: steps/s, 0 = none); None when they cannot all be met
+SloSolve = Callable[[FloatArray], "FloatArray | None"]
 
 
 def prices(state: SchedulerState) -> FloatArray:
@@ -132,21 +135,27 @@ class MaxSumThroughputPerDollar(GavelPolicy):
 
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         coef = throughputs / prices(state)[None, :]
-        x = None
-        if self.slos:
-            need = slo_rates(state, inp)
-            if (need > 0).any():
-                x = solve_with_slos(coef, inp, need)
-                if x is None and self.slo_fallback == "hardest":
-                    x = _fewest_dropped(coef, inp, need, state)
-                if x is None:
-                    log.info("t=%.0f s: the SLOs cannot all be met; allocating without them", state.now_s)
+        x = self.with_slos(state, inp, lambda need: solve_with_slos(coef, inp, need))
         if x is None:
             x = solve_max_sum(coef, inp)
         return finish(state, x, inp.active)
 
+    def with_slos(self, state: SchedulerState, inp: Inputs, solve: SloSolve) -> FloatArray | None:
+        """``solve(need)`` under this policy's SLOs and fallback; None: allocate without SLOs."""
+        if not self.slos:
+            return None
+        need = slo_rates(state, inp)
+        if not (need > 0).any():
+            return None
+        x = solve(need)
+        if x is None and self.slo_fallback == "hardest":
+            x = _fewest_dropped(solve, inp, need, state)
+        if x is None:
+            log.info("t=%.0f s: the SLOs cannot all be met; allocating without them", state.now_s)
+        return x
 
-def _fewest_dropped(coef: FloatArray, inp: Inputs, need: FloatArray, state: SchedulerState) -> FloatArray | None:
+
+def _fewest_dropped(solve: SloSolve, inp: Inputs, need: FloatArray, state: SchedulerState) -> FloatArray | None:
     """The allocation with the fewest SLOs dropped, hardest first (bisection on how many: dropping more
     never makes the rest infeasible); None when only dropping them all works."""
     best = np.where(inp.active, inp.throughputs, 0.0).max(axis=1, initial=0.0)
@@ -157,7 +166,7 @@ def _fewest_dropped(coef: FloatArray, inp: Inputs, need: FloatArray, state: Sche
         k = (lo + hi) // 2
         kept = need.copy()
         kept[order[:k]] = 0.0
-        x = solve_with_slos(coef, inp, kept)
+        x = solve(kept)
         if x is None:
             lo = k + 1
         else:
