@@ -11,11 +11,11 @@ from typing import ClassVar
 
 import numpy as np
 
+from hadar.arrays import FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel.common import (
     GavelPolicy,
     Inputs,
-    empty_allocation,
     finish,
     isolated_throughputs,
     las_scale,
@@ -53,20 +53,22 @@ def _max_min_allocation(state: SchedulerState, inp: Inputs, scale: np.ndarray,
     return finish(state, x[:m], inp.active, pairs=pair_map(state, units, x[m:]))
 
 
-@register("max_min_fairness_packed",
-          "LAS with space sharing: max-min of normalized effective throughput over jobs alone and pairs (Gavel)")
-class MaxMinFairnessPacked(GavelPolicy):
-    """Gavel's packed LAS: ``max min_i (s_i / (w_i prop_i)) sum_{u containing i} sum_j T_{i|u,j} x_uj``."""
-
-    NAMES: ClassVar[tuple[str, ...]] = ("max_min_fairness_packed",)
+class PackedPolicy(GavelPolicy):
+    """Base of the packed policies: type-aware only, no parameter of their own; ``solve`` sees the
+    real throughputs (``GavelPolicy.allocate`` handles the empty state)."""
 
     def __init__(self) -> None:
         super().__init__(type_aware=True)
 
-    def allocate(self, state: SchedulerState) -> Allocation:
-        if not state.jobs:
-            return empty_allocation(state)
-        inp = Inputs.of(state)
+
+@register("max_min_fairness_packed",
+          "LAS with space sharing: max-min of normalized effective throughput over jobs alone and pairs (Gavel)")
+class MaxMinFairnessPacked(PackedPolicy):
+    """Gavel's packed LAS: ``max min_i (s_i / (w_i prop_i)) sum_{u containing i} sum_j T_{i|u,j} x_uj``."""
+
+    NAMES: ClassVar[tuple[str, ...]] = ("max_min_fairness_packed",)
+
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         scale = las_scale(inp.throughputs, inp)
         return _max_min_allocation(state, inp, scale)
 
@@ -74,7 +76,7 @@ class MaxMinFairnessPacked(GavelPolicy):
 @register("min_total_duration_packed",
           "makespan minimization with space sharing: the shortest T every job can finish in, over jobs alone "
           "and pairs (Gavel)")
-class MinTotalDurationPacked(GavelPolicy):
+class MinTotalDurationPacked(PackedPolicy):
     """Gavel's packed makespan: ``max 1/T`` s.t. ``sum_{u containing i} sum_j T_{i|u,j} x_uj >= R_i / T``.
 
     Solved exactly as one LP (``1/T`` = the max-min of effective throughput per remaining step);
@@ -83,13 +85,7 @@ class MinTotalDurationPacked(GavelPolicy):
 
     NAMES: ClassVar[tuple[str, ...]] = ("min_total_duration_packed",)
 
-    def __init__(self) -> None:
-        super().__init__(type_aware=True)
-
-    def allocate(self, state: SchedulerState) -> Allocation:
-        if not state.jobs:
-            return empty_allocation(state)
-        inp = Inputs.of(state)
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         demand = inp.remaining > 0
         scale = np.divide(1.0, inp.remaining, out=np.zeros_like(inp.remaining), where=demand)
         if demand.any():  # one positive factor (1/T comes out O(1) for HiGHS); the argmax is unchanged
@@ -102,20 +98,14 @@ _FTF_ROUNDS = 60
 
 @register("finish_time_fairness_packed",
           "finish-time fairness (Themis rho) with space sharing: over jobs alone and pairs (Gavel)")
-class FinishTimeFairnessPacked(GavelPolicy):
+class FinishTimeFairnessPacked(PackedPolicy):
     """Minimize ``max_i rho_i``, ``rho_i = (t_i + R_i / thr_i) / (C_i + R_i / T^iso_i)`` with ``thr_i``
     the job's effective throughput over its units. ``rho_i <= rho`` is ``thr_i >= R_i / (rho D_i - t_i)``:
     Dinkelbach steps, each one packed max-min LP, from the isolated allocation's rho down to the optimum."""
 
     NAMES: ClassVar[tuple[str, ...]] = ("finish_time_fairness_packed",)
 
-    def __init__(self) -> None:
-        super().__init__(type_aware=True)
-
-    def allocate(self, state: SchedulerState) -> Allocation:
-        if not state.jobs:
-            return empty_allocation(state)
-        inp = Inputs.of(state)
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         m = inp.shape[0]
         cumulative = cumulative_isolated_time(state, state.memo)
         iso = isolated_throughputs(inp.throughputs, inp.scale_factors, inp.capacities)

@@ -26,13 +26,11 @@ import scipy.sparse as sp
 from hadar.arrays import BoolArray, FloatArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.gavel.common import (
-    GavelPolicy,
     Inputs,
-    empty_allocation,
     finish,
     las_scale,
 )
-from hadar.policies.gavel.packed import pair_map
+from hadar.policies.gavel.packed import PackedPolicy, pair_map
 from hadar.policies.gavel.packing import PackedRows, Units
 from hadar.policies.registry import register
 from hadar.solve.lp import solve_lp
@@ -119,16 +117,10 @@ def packed_water_fill(rows: PackedRows, demand: BoolArray) -> FloatArray:
 @register("max_min_fairness_water_filling_packed",
           "lexicographic (water-filling) max-min of normalized effective throughput over jobs alone and "
           "pairs (Gavel)")
-class MaxMinFairnessWaterFillingPacked(GavelPolicy):
+class MaxMinFairnessWaterFillingPacked(PackedPolicy):
     NAMES: ClassVar[tuple[str, ...]] = ("max_min_fairness_water_filling_packed",)
 
-    def __init__(self) -> None:
-        super().__init__(type_aware=True)
-
-    def allocate(self, state: SchedulerState) -> Allocation:
-        if not state.jobs:
-            return empty_allocation(state)
-        inp = Inputs.of(state)
+    def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
         scale = las_scale(inp.throughputs, inp)
         units = Units.of(state, inp.capacities)
         rows = PackedRows.of(units, scale, inp.throughputs, inp.scale_factors, inp.capacities)
