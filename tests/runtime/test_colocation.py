@@ -181,15 +181,17 @@ def test_the_worker_of_a_gpu_dying_while_it_holds_a_pair_loses_no_finished_work(
                                                           args_json=json.dumps({"step_s": 0.01})))
 
     # four jobs on two GPUs (a bundled model too): the packed policy pairs them every round
-    jobs = [Job(0, "lstm", 1, 500), reg(1, "reg-lm", LM, 400), reg(2, "reg-tf", TF, 300), reg(3, "reg-lm", LM, 300)]
+    jobs = [Job(0, "lstm", 1, 500), reg(1, "reg-lm", LM, 1000), reg(2, "reg-tf", TF, 900), reg(3, "reg-lm", LM, 800)]
     state: dict = {}
 
     def on_dispatch(round_no, plan):
-        paired = [le for le in plan.leases if le.partner_id >= 0]
-        if round_no >= 1 and paired and "gpu" not in state:
-            state["gpu"], state["round"] = paired[0].gpus[0], round_no
-            state["pair"] = {le.job_id for le in paired if le.gpus == paired[0].gpus}
-            threading.Timer(1.0, state["pool"].kill, args=(state["gpu"],)).start()  # the GPU's own worker
+        # a pair whose two leases both have steps left for well over the kill's delay (at most 100 steps/s
+        # each): the worker dies mid-lease however slow or fast the machine is, never after the lease ended
+        pairs = [le for le in plan.leases if le.partner_id >= 0 and le.max_steps >= 250]
+        pair = [le for le in pairs if le.gpus == pairs[0].gpus] if pairs else []
+        if round_no >= 1 and len(pair) == 2 and "gpu" not in state:
+            state["gpu"], state["round"], state["pair"] = pair[0].gpus[0], round_no, {le.job_id for le in pair}
+            threading.Timer(0.5, state["pool"].kill, args=(state["gpu"],)).start()  # the GPU's own worker
 
     res = run(jobs, Cluster(demo_cluster().nodes[:1]), "max_min_fairness_packed", round_s=3.0,
               checkpoint_dir=tmp_path, on_pool=lambda pool: state.update(pool=pool), on_dispatch=on_dispatch,
