@@ -248,7 +248,9 @@ def test_forked_copies_together_never_exceed_the_jobs_remaining_steps(harness: H
     _check_report(plan, report, h)
     done = sum(r.steps for r in report.results)
     assert remaining - 2 * h.step_slack <= done <= remaining * (1 + 1e-12)
-    assert report.end_s < plan.start_s + 0.75 * plan.duration_s
+    # they stop once the job is done, halfway through the round (a real executor, whose pace strays by up to
+    # rate_rtol on a busy machine, has up to the round's end)
+    assert report.end_s < plan.start_s + min(0.75 + h.rate_rtol, 1.0) * plan.duration_s
 
 
 def test_a_failed_lease_reports_no_steps(harness: Harness) -> None:
