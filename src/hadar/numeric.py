@@ -50,40 +50,85 @@ def cholesky_solve(h: FloatArray, b: FloatArray) -> FloatArray:
 
     ``b`` is (m, n) or (m, n, r). Cholesky ``h = L L'`` with the batch
     vectorized and the (small) n looped in a fixed order; raises
-    ``np.linalg.LinAlgError`` if a pivot is not positive.
+    ``np.linalg.LinAlgError`` if a pivot is not positive. A batch of one is
+    solved in Python floats (the same IEEE operations in the same order, so
+    the same bits, without NumPy's per-call cost).
     """
     h = np.asarray(h, dtype=float)
     rhs = np.asarray(b, dtype=float)
     vec = rhs.ndim == 2
     if vec:
         rhs = rhs[:, :, None]
+    x = _cholesky_one(h[0], rhs[0]) if h.shape[0] == 1 else _cholesky_batch(h, rhs)
+    return x[:, :, 0] if vec else x
+
+
+def _cholesky_batch(h: FloatArray, rhs: FloatArray) -> FloatArray:
+    """``cholesky_solve`` on (m, n, n) and (m, n, r): ``low[i][j]`` is the batch's column of L[i, j]."""
     n = h.shape[1]
-    low = np.zeros_like(h)
+    low: list[list[FloatArray]] = [[] for _ in range(n)]
     for j in range(n):
-        acc = h[:, j, j].copy()
+        acc = h[:, j, j]
         for k in range(j):
-            acc -= low[:, j, k] * low[:, j, k]
+            acc = acc - low[j][k] * low[j][k]
         if not (acc > 0).all():
             raise np.linalg.LinAlgError("matrix is not positive definite")
-        low[:, j, j] = np.sqrt(acc)
+        piv = np.sqrt(acc)
         for i in range(j + 1, n):
-            acc = h[:, i, j].copy()
+            acc = h[:, i, j]
             for k in range(j):
-                acc -= low[:, i, k] * low[:, j, k]
-            low[:, i, j] = acc / low[:, j, j]
-    y = np.empty_like(rhs)
+                acc = acc - low[i][k] * low[j][k]
+            low[i].append(acc / piv)
+        low[j].append(piv)
+    col = [[v[:, None] for v in row] for row in low]
+    y: list[FloatArray] = []
     for i in range(n):  # forward: L y = b
-        acc = rhs[:, i, :].copy()
+        acc = rhs[:, i, :]
         for k in range(i):
-            acc -= low[:, i, k, None] * y[:, k, :]
-        y[:, i, :] = acc / low[:, i, i, None]
-    x = np.empty_like(rhs)
+            acc = acc - col[i][k] * y[k]
+        y.append(acc / col[i][i])
+    x: list[FloatArray] = [y[0]] * n
     for i in reversed(range(n)):  # backward: L' x = y
-        acc = y[:, i, :].copy()
+        acc = y[i]
         for k in range(i + 1, n):
-            acc -= low[:, k, i, None] * x[:, k, :]
-        x[:, i, :] = acc / low[:, i, i, None]
-    return x[:, :, 0] if vec else x
+            acc = acc - col[k][i] * x[k]
+        x[i] = acc / col[i][i]
+    return np.stack(x, axis=1)
+
+
+def _cholesky_one(h: FloatArray, rhs: FloatArray) -> FloatArray:
+    """``cholesky_solve`` on one (n, n) matrix and (n, r) right-hand sides, in Python floats."""
+    hh: list[list[float]] = h.tolist()
+    bb: list[list[float]] = rhs.tolist()
+    n, r = len(hh), rhs.shape[1]
+    low = [[0.0] * n for _ in range(n)]
+    for j in range(n):
+        acc = hh[j][j]
+        for k in range(j):
+            acc -= low[j][k] * low[j][k]
+        if not acc > 0:
+            raise np.linalg.LinAlgError("matrix is not positive definite")
+        low[j][j] = math.sqrt(acc)
+        for i in range(j + 1, n):
+            acc = hh[i][j]
+            for k in range(j):
+                acc -= low[i][k] * low[j][k]
+            low[i][j] = acc / low[j][j]
+    y = [[0.0] * r for _ in range(n)]
+    for i in range(n):
+        for c in range(r):
+            acc = bb[i][c]
+            for k in range(i):
+                acc -= low[i][k] * y[k][c]
+            y[i][c] = acc / low[i][i]
+    x = [[0.0] * r for _ in range(n)]
+    for i in reversed(range(n)):
+        for c in range(r):
+            acc = y[i][c]
+            for k in range(i + 1, n):
+                acc -= low[k][i] * x[k][c]
+            x[i][c] = acc / low[i][i]
+    return np.array(x, dtype=float).reshape(1, n, r)
 
 
 class SparseLDL:

@@ -41,3 +41,15 @@ def test_sparse_ldl_solves_a_quasi_definite_system():
     b = np.array([1.0, 2.0, 3.0])
     x = SparseLDL(k).solve(b)
     assert np.abs(k @ x - b).max() < 1e-12
+
+
+def test_a_batch_of_one_gives_the_batched_solves_bits():
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((6, 4, 4))
+    h = q @ q.transpose(0, 2, 1) + 0.1 * np.eye(4)  # SPD (numpy here only builds the test data)
+    b = rng.standard_normal((6, 4, 2))
+    batch = cholesky_solve(h, b)
+    for i in range(6):
+        assert cholesky_solve(h[i : i + 1], b[i : i + 1]).tobytes() == batch[i : i + 1].tobytes()
+    with pytest.raises(np.linalg.LinAlgError):
+        cholesky_solve(np.array([[[1.0, 2.0], [2.0, 1.0]]]), np.ones((1, 2, 1)))

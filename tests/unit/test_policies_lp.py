@@ -13,6 +13,7 @@ from hadar.solve.lp import (
     active_mask,
     base_constraints,
     clip_fractions,
+    demand_rows,
     maxmin_lp,
     scale_to_unit,
     solve_lp,
@@ -113,3 +114,32 @@ def test_blend_start_fails_on_an_empty_face():
     face = _face(1, 1, [1.0], g=[2.0])  # a job can never exceed x = 1
     with pytest.raises(SolverError):
         blend_start(face, np.array([[1.0]]))
+
+
+def test_direct_highs_call_returns_linprogs_point_bit_for_bit():
+    """solve_highs hands HiGHS what linprog(method=LP_METHOD, options=LP_OPTIONS) would: same point, same bits."""
+    from scipy.optimize import linprog
+
+    from hadar.solve.lp import LP_METHOD, LP_OPTIONS
+
+    rng = np.random.default_rng(7)
+    for m in (3, 12, 40):
+        var = Variables.of(rng.random((m, 3)) > 0.2)
+        coef = rng.random((m, 3)) * 3.0
+        a_base, b_base = base_constraints(var, rng.integers(1, 5, m).astype(float), np.array([8.0, 6.0, 4.0]), 1)
+        rows = np.arange(m)
+        a = sp.vstack([a_base, demand_rows(var, coef, rows, extra_cols=1, tau_coef=1.0)]).tocsr()
+        b = np.concatenate([b_base, np.zeros(m)])
+        bounds = np.column_stack([np.zeros(var.count + 1), np.full(var.count + 1, np.inf)])
+        bounds[-1] = (-np.inf, np.inf)
+        c = np.zeros(var.count + 1)
+        c[-1] = -1.0
+        ours = solve_lp(c, a, b, bounds, "max-min")
+        ref = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method=LP_METHOD, options=LP_OPTIONS)
+        assert ours.status == 0 and ours.x is not None
+        assert ours.x.tobytes() == ref.x.tobytes() and ours.fun == ref.fun
+
+
+def test_solve_lp_rejects_nan_costs_with_a_solver_error():
+    with pytest.raises(SolverError, match="rejected"):
+        solve_lp(np.array([np.nan]), sp.csr_matrix([[1.0]]), np.array([1.0]), np.array([[0.0, np.inf]]), "toy LP")

@@ -12,8 +12,10 @@ zero" asks for. The base constraints (Gavel's ``get_base_constraints``) are
 * per job ``i``: ``sum_j x_ij <= 1``.
 
 Matrices are built with vectorized COO construction (no Python loop over
-``m x n``) and solved with ``scipy.optimize.linprog(method="highs")``;
-failures raise :class:`hadar.errors.SolverError`.
+``m x n``) and solved by HiGHS's dual simplex without presolve, called
+directly (``hadar.solve.highs``: the model and options ``linprog(method=
+"highs-ds")`` would pass, without its overhead); failures raise
+:class:`hadar.errors.SolverError`.
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import OptimizeResult, linprog
 
 from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import SolverError
+from hadar.solve.highs import LPResult, solve_highs
 
-#: HiGHS method used for every LP. The dual simplex without presolve was the
-#: fastest on these block-angular LPs (bench/bench_policies.py); any vertex
-#: is fine because the Gavel policies re-center the solution afterwards.
+#: HiGHS method used for every LP (``solve_highs``), as ``linprog`` names it. The dual simplex
+#: without presolve was the fastest on these block-angular LPs (bench/bench_policies.py); any
+#: vertex is fine because the Gavel policies re-center the solution afterwards.
 LP_METHOD = "highs-ds"
 LP_OPTIONS = {"presolve": False}
 
@@ -130,10 +132,10 @@ def solve_lp(
     b_ub: FloatArray,
     bounds: FloatArray,
     what: str,
-) -> OptimizeResult:
+) -> LPResult:
     """Minimize ``c @ z`` s.t. ``a_ub @ z <= b_ub`` and ``bounds``; raise SolverError unless optimal."""
     try:
-        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method=LP_METHOD, options=LP_OPTIONS)
+        res = solve_highs(c, a_ub, b_ub, bounds)
     except ValueError as e:  # malformed input (NaN, inf coefficients)
         raise SolverError(f"{what}: HiGHS rejected the problem ({e})") from None
     if res.status != 0 or res.x is None:

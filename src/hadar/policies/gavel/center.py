@@ -87,12 +87,46 @@ class _Slacks:
     u: FloatArray
 
 
-def _slacks(face: Face, x: FloatArray) -> _Slacks:
+@dataclass(frozen=True, slots=True)
+class _Prep:
+    """What every Newton step of one centering reuses, computed once per face (the same values
+    the steps would compute, so the same bits)."""
+
+    face: Face
+    act: FloatArray  # (m, n) active entries as 0/1
+    g0: FloatArray  # (m,) demand floors, 0 where there is no demand row
+    k_col: FloatArray  # (m, 1)
+    ks_col: FloatArray  # (m, 1): GPUs a unit of x holds, k s
+    kc: FloatArray | None  # (m, n): k c (the global floor's coefficients times multiplicities)
+    cvec: FloatArray | None  # (m, n): k c on active entries
+    v: FloatArray  # (m, n, r): the Woodbury columns of the coupling rows
+    actact: FloatArray  # (m, n, n): act_i act_j
+    fill: FloatArray  # (m, n, n): 1 on the diagonal of inactive entries (their dx = 0)
+    eye: FloatArray  # (n, n)
+
+    @classmethod
+    def of(cls, face: Face) -> _Prep:
+        act = face.active.astype(float)
+        ks = face.k * face.s
+        n = act.shape[1]
+        eye = np.eye(n)
+        cols = [ks[:, None] * act * eye[j] for j in range(n)]
+        kc = cvec = None
+        if face.c is not None:
+            kc = face.k[:, None] * face.c
+            cvec = kc * act
+            cols.append(cvec)
+        return cls(face, act, np.where(face.has_demand, face.g, 0.0), face.k[:, None], ks[:, None], kc, cvec,
+                   np.stack(cols, axis=2), act[:, :, None] * act[:, None, :], (1.0 - act)[:, :, None] * eye, eye)
+
+
+def _slacks(p: _Prep, x: FloatArray) -> _Slacks:
+    face = p.face
     u = (face.a * x).sum(axis=1)
-    demand = np.where(face.has_demand, u - np.where(face.has_demand, face.g, 0.0), 1.0)
+    demand = np.where(face.has_demand, u - p.g0, 1.0)
     # a type with no GPUs (all its nodes down) has no variables: its capacity row is left out (slack 1)
-    cap = np.where(face.capacities > 0, face.capacities - ((face.k * face.s)[:, None] * x).sum(axis=0), 1.0)
-    glob = float(((face.k[:, None] * face.c) * x).sum() - face.c_floor) if face.c is not None else 1.0
+    cap = np.where(face.capacities > 0, face.capacities - (p.ks_col * x).sum(axis=0), 1.0)
+    glob = float((p.kc * x).sum() - face.c_floor) if p.kc is not None else 1.0
     return _Slacks(np.where(face.active, x, 1.0), 1.0 - x.sum(axis=1), demand, cap, glob, u)
 
 
@@ -109,59 +143,53 @@ def _barrier(face: Face, sl: _Slacks) -> float:
     return float(-(face.k * per_row).sum() - np.log(sl.cap).sum() - np.log(sl.glob))
 
 
-def _newton_step(face: Face, x: FloatArray, sl: _Slacks) -> tuple[FloatArray, float]:
-    """Newton direction of the barrier at ``x`` and the squared Newton decrement.
+def _newton_step(p: _Prep, sl: _Slacks) -> tuple[FloatArray, float]:
+    """Newton direction of the barrier at the point of ``sl`` and the squared Newton decrement.
 
     Per row the Hessian is ``k (diag(1/x^2) + 11^T / r^2 + quad a a^T)`` (n x n, positive definite,
     solved by a batched Cholesky factorization: a closed-form Woodbury inverse loses too much
     precision next to the boundary, and LAPACK's result depends on the CPU); the capacity rows and
     the global floor couple the rows (Woodbury on r = n or n + 1 columns).
     """
-    act = face.active.astype(float)
-    k, ks = face.k, face.k * face.s
+    face, act = p.face, p.act
     inv_x = act / sl.x
     inv_d = face.has_demand / sl.demand
-    lin = (2.0 if face.socp else 1.0) * inv_d
-    quad = (2.0 if face.socp else 1.0) * inv_d**2
+    lin, quad = inv_d, inv_d**2
     if face.socp:
         inv_u = face.has_demand / np.where(face.has_demand, sl.u, 1.0)
-        lin, quad = lin - inv_u, quad - inv_u**2
-    grad = k[:, None] * (-inv_x + (1.0 / sl.row)[:, None] * act - lin[:, None] * face.a)
-    grad += ks[:, None] * (1.0 / sl.cap)[None, :] * act
-    n = act.shape[1]
-    eye = np.eye(n)
-    hess = k[:, None, None] * (inv_x[:, :, None] ** 2 * eye
-                               + (1.0 / sl.row**2)[:, None, None] * act[:, :, None] * act[:, None, :]
-                               + quad[:, None, None] * face.a[:, :, None] * face.a[:, None, :])
-    hess += (1.0 - act)[:, :, None] * eye  # inactive entries: dx = 0
-    cols = [ks[:, None] * act * eye[j] for j in range(n)]
-    dcoef = list(1.0 / sl.cap**2)
-    if face.c is not None:
-        cvec = face.k[:, None] * face.c * act
-        grad -= cvec / sl.glob
-        cols.append(cvec)
-        dcoef.append(1.0 / sl.glob**2)
-    v = np.stack(cols, axis=2)  # (m, n, r)
+        lin, quad = 2.0 * inv_d - inv_u, 2.0 * quad - inv_u**2
+    grad = p.k_col * (-inv_x + (1.0 / sl.row)[:, None] * act - lin[:, None] * face.a)
+    grad += p.ks_col * (1.0 / sl.cap)[None, :] * act
+    hess = p.k_col[:, :, None] * (inv_x[:, :, None] ** 2 * p.eye + (1.0 / sl.row**2)[:, None, None] * p.actact
+                                  + quad[:, None, None] * face.a[:, :, None] * face.a[:, None, :])
+    hess += p.fill
+    dcoef = 1.0 / sl.cap**2
+    if p.cvec is not None:
+        grad -= p.cvec / sl.glob
+        dcoef = np.append(dcoef, 1.0 / sl.glob**2)
+    v = p.v
     sol = cholesky_solve(hess, np.concatenate([-grad[:, :, None], v], axis=2))
     b_g, b_v = sol[:, :, 0], sol[:, :, 1:]
-    small = np.diag(1.0 / np.asarray(dcoef)) + np.einsum("mnr,mnq->rq", v, b_v)
+    small = np.diag(1.0 / dcoef) + np.einsum("mnr,mnq->rq", v, b_v)
     w = cholesky_solve(small[None], np.einsum("mnr,mn->r", v, b_g)[None])[0]
     dx = (b_g - np.einsum("mnr,r->mn", b_v, w)) * act
     return dx, float(-(grad * dx).sum())
 
 
-def _max_step(face: Face, x: FloatArray, dx: FloatArray, sl: _Slacks) -> float:
+def _max_step(p: _Prep, dx: FloatArray, sl: _Slacks) -> float:
     """Largest step keeping every slack positive (times 0.99), capped at 1."""
-    ratios = [np.where(face.active & (dx < 0), sl.x / np.where(dx < 0, -dx, 1.0), np.inf).min(initial=np.inf)]
+    face = p.face
+    neg = dx < 0
+    ratios = [np.where(face.active & neg, sl.x / np.where(neg, -dx, 1.0), np.inf).min(initial=np.inf)]
     drow = dx.sum(axis=1)
     ratios.append(np.where(drow > 0, sl.row / np.where(drow > 0, drow, 1.0), np.inf).min(initial=np.inf))
     du = (face.a * dx).sum(axis=1)
     ratios.append(np.where(face.has_demand & (du < 0), sl.demand / np.where(du < 0, -du, 1.0), np.inf)
                   .min(initial=np.inf))
-    dcap = ((face.k * face.s)[:, None] * dx).sum(axis=0)
+    dcap = (p.ks_col * dx).sum(axis=0)
     ratios.append(np.where(dcap > 0, sl.cap / np.where(dcap > 0, dcap, 1.0), np.inf).min(initial=np.inf))
-    if face.c is not None:
-        dg = float(((face.k[:, None] * face.c) * dx).sum())
+    if p.kc is not None:
+        dg = float((p.kc * dx).sum())
         if dg < 0:
             ratios.append(sl.glob / -dg)
     return float(min(1.0, 0.99 * min(ratios)))
@@ -174,19 +202,20 @@ def analytic_center(face: Face, x0: FloatArray) -> FloatArray:
     convergence stalls at round-off (decrement below ``_STALL_DECREMENT`` and
     no longer shrinking): every slack is then within ~0.1 % of its optimum.
     """
+    p = _Prep.of(face)
     x = np.where(face.active, x0, 0.0)
-    sl = _slacks(face, x)
+    sl = _slacks(p, x)
     if not _feasible(sl):
         raise SolverError("centering: the starting point is not strictly inside the face (numerical trouble)")
     f, last_dec = _barrier(face, sl), np.inf
     for _ in range(_MAX_NEWTON):
-        dx, dec = _newton_step(face, x, sl)
+        dx, dec = _newton_step(p, sl)
         if dec / 2 <= _DECREMENT_TOL or (dec <= _STALL_DECREMENT and dec > 0.25 * last_dec):
             break
         last_dec = dec
-        t = _max_step(face, x, dx, sl)
+        t = _max_step(p, dx, sl)
         while t > 1e-12:
-            cand = _slacks(face, x + t * dx)
+            cand = _slacks(p, x + t * dx)
             if _feasible(cand):
                 fc = _barrier(face, cand)
                 if fc <= f - 0.25 * t * dec:
@@ -223,7 +252,8 @@ def blend_start(face: Face, x_opt: FloatArray) -> FloatArray:
     """A strictly feasible start near ``x_opt`` (a solver point on the face, before fattening)."""
     xv = repair(face, x_opt)
     xi = interior_point(face)
-    sv, si = _slacks(face, xv), _slacks(face, xi)
+    prep = _Prep.of(face)
+    sv, si = _slacks(prep, xv), _slacks(prep, xi)
     theta = 0.5
     pairs = [(sv.demand[face.has_demand], si.demand[face.has_demand])]
     if face.c is not None:
@@ -235,7 +265,7 @@ def blend_start(face: Face, x_opt: FloatArray) -> FloatArray:
             theta = min(theta, 0.5 * float(frac.min()))
     for _ in range(60):
         x0 = (1.0 - theta) * xv + theta * xi
-        if _feasible(_slacks(face, x0)):
+        if _feasible(_slacks(prep, x0)):
             return x0
         theta *= 0.5
     raise SolverError("centering: found no strictly feasible start (the face is empty at this tolerance)")

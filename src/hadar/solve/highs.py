@@ -1,0 +1,88 @@
+"""One LP, straight to the HiGHS that SciPy bundles, without ``linprog``'s checks and conversions.
+
+``scipy.optimize.linprog(method="highs-ds", options={"presolve": False})``
+spends most of its time on a 30-job LP in Python: validating and copying its
+inputs, converting the matrix, and checking each HiGHS option through SciPy's
+option manager. The simulator solves thousands of such LPs, so
+:func:`solve_highs` hands HiGHS the same model (columns in order, the matrix
+in compressed-column form with sorted indices, ``-inf`` row lower bounds, the
+bounds as given) under the same options that ``linprog`` sets for that method
+(dual simplex, no presolve, no output), on a fresh solver object each call:
+HiGHS then takes the same path and returns the same point, bit for bit
+(``tests/unit/test_policies_lp.py`` compares the two on LPs of every policy).
+
+The binding is SciPy's (``scipy.optimize._highspy._core``, the module
+``linprog`` itself calls); SciPy is pinned in ``.ci/constraints.txt``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize._highspy import _core as _h  # type: ignore[attr-defined]
+
+from hadar.arrays import FloatArray
+
+
+@dataclass(frozen=True, slots=True)
+class LPResult:
+    """What the policies read of a solved LP: ``status`` 0 = optimal (then ``x`` and ``fun`` are set)."""
+
+    status: int
+    message: str
+    x: FloatArray | None = None
+    fun: float | None = None
+
+
+def _options() -> object:
+    opts = _h.HighsOptions()
+    opts.presolve = "off"
+    opts.solver = "simplex"
+    opts.simplex_strategy = _h.simplex_constants.SimplexStrategy.kSimplexStrategyDual
+    opts.highs_debug_level = _h.HighsDebugLevel.kHighsDebugLevelNone
+    opts.log_to_console = False
+    opts.output_flag = False
+    return opts
+
+
+_OPTIONS = _options()
+
+
+def solve_highs(c: FloatArray, a_ub: sp.spmatrix, b_ub: FloatArray, bounds: FloatArray) -> LPResult:
+    """Minimize ``c @ z`` s.t. ``a_ub @ z <= b_ub``, ``bounds[:, 0] <= z <= bounds[:, 1]`` (dual simplex).
+
+    Raises ``ValueError`` on NaN anywhere or infinite costs or coefficients (as ``linprog`` does).
+    """
+    c = np.ascontiguousarray(c, dtype=float)
+    b = np.asarray(b_ub, dtype=float)
+    bnd = np.asarray(bounds, dtype=float)
+    a = sp.csc_array(a_ub)
+    if a.shape != (b.size, c.size) or bnd.shape != (c.size, 2):
+        raise ValueError("inconsistent shapes of the costs, constraints and bounds")
+    if not (np.isfinite(c).all() and np.isfinite(a.data).all()) or np.isnan(b).any() or np.isnan(bnd).any():
+        raise ValueError("NaN or infinite values in the costs or constraints")
+    a.sort_indices()
+    lp = _h.HighsLp()
+    lp.num_col_, lp.num_row_ = c.size, b.size
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = c.size, b.size
+    lp.a_matrix_.format_ = _h.MatrixFormat.kColwise
+    lp.col_cost_ = c
+    lp.col_lower_ = np.ascontiguousarray(bnd[:, 0])
+    lp.col_upper_ = np.ascontiguousarray(bnd[:, 1])
+    lp.row_lower_ = np.full(b.size, -np.inf)
+    lp.row_upper_ = b
+    lp.a_matrix_.start_ = a.indptr
+    lp.a_matrix_.index_ = a.indices
+    lp.a_matrix_.value_ = a.data
+    highs = _h._Highs()
+    if highs.passOptions(_OPTIONS) == _h.HighsStatus.kError or highs.passModel(lp) == _h.HighsStatus.kError:
+        return LPResult(4, "HiGHS rejected the model")
+    if highs.run() == _h.HighsStatus.kError:
+        return LPResult(4, "HiGHS failed: " + highs.modelStatusToString(highs.getModelStatus()))
+    status = highs.getModelStatus()
+    if status != _h.HighsModelStatus.kOptimal:
+        code = 2 if status == _h.HighsModelStatus.kInfeasible else 3 if status == _h.HighsModelStatus.kUnbounded else 4
+        return LPResult(code, "model status " + highs.modelStatusToString(status))
+    return LPResult(0, "optimal", np.array(highs.getSolution().col_value), float(highs.getInfo().objective_function_value))
