@@ -125,6 +125,7 @@ class Engine:
         self.traits = policy.traits
         self.cadence = cadence or OnChange()
         self.on_event = on_event or (lambda e: None)
+        self._recording = on_event is not None  # build the per-round event only for a listener
         self.on_progress = on_progress or (lambda n: None)
         self.allocation: Allocation | None = None
         self.stats = RunStats()
@@ -218,10 +219,11 @@ class Engine:
         report = self.executor.run_round(plan)
         ended = self.ledger.apply(plan, report)
         self.stats.rounds += 1
-        busy = sum(max(0.0, r.end_s - report.start_s) * len(r.gpus) for r in report.results)
-        self.on_event({"t": plan.start_s, "event": "round", "end": report.end_s, "busy_gpu_s": busy,
-                       "leases": [[lease.job_id, lease.copy, list(lease.gpus), lease.extended]
-                                  for lease in plan.leases]})
+        if self._recording:
+            busy = sum(max(0.0, r.end_s - report.start_s) * len(r.gpus) for r in report.results)
+            self.on_event({"t": plan.start_s, "event": "round", "end": report.end_s, "busy_gpu_s": busy,
+                           "leases": [[lease.job_id, lease.copy, list(lease.gpus), lease.extended]
+                                      for lease in plan.leases]})
         for jid in sorted(ended, key=lambda j: (self._end_time(j), j)):
             rec = self.ledger.records[jid]
             if rec.finish_s is not None:

@@ -143,3 +143,25 @@ def test_direct_highs_call_returns_linprogs_point_bit_for_bit():
 def test_solve_lp_rejects_nan_costs_with_a_solver_error():
     with pytest.raises(SolverError, match="rejected"):
         solve_lp(np.array([np.nan]), sp.csr_matrix([[1.0]]), np.array([1.0]), np.array([[0.0, np.inf]]), "toy LP")
+
+
+def test_maxmin_matrix_is_the_stacked_sparse_matrix_entry_for_entry():
+    from hadar.solve.lp import maxmin_matrix
+
+    rng = np.random.default_rng(11)
+    for m in (1, 5, 30):
+        var = Variables.of(rng.random((m, 3)) > 0.3)
+        coef, weights = rng.random((m, 3)), rng.integers(1, 9, m).astype(float)
+        free = rng.random(m) > 0.4
+        fixed = np.nonzero(~free & (rng.random(m) > 0.5))[0]
+        blocks = [base_constraints(var, weights, np.ones(3), extra_cols=1)[0]]
+        if free.any():
+            blocks.append(demand_rows(var, coef, np.nonzero(free)[0], extra_cols=1, tau_coef=1.0))
+        if fixed.size:
+            blocks.append(demand_rows(var, coef, fixed, extra_cols=1))
+        ref = sp.csc_array(sp.vstack(blocks).tocsr())
+        ref.sort_indices()
+        ours = maxmin_matrix(var, coef, weights, np.nonzero(free)[0], fixed)
+        assert ours.shape == ref.shape and ours.has_sorted_indices
+        assert ours.indptr.tolist() == ref.indptr.tolist() and ours.indices.tolist() == ref.indices.tolist()
+        assert ours.data.tobytes() == ref.data.tobytes()

@@ -98,9 +98,9 @@ class GavelRoundPlanner:
             for job, row, floor in zip(state.jobs, rows, floors, strict=True):
                 x = row[a] if (row is not None and a is not None) else 0.0
                 prio = x / job.received_s[j] if (x > floor and job.throughputs[j] > 0) else 0.0
-                entries.append((prio, job.deficit_s[j], x, job))
-            entries.sort(key=lambda e: (-e[0], -e[1], -e[2], e[3].job_id))  # exact ties: lowest id first
-            queue.extend((t, e[3], e[0]) for e in entries)
+                entries.append((-prio, -job.deficit_s[j], -x, job.job_id, job))
+            entries.sort()  # exact ties: lowest id first (ids are unique: views are never compared)
+            queue.extend((t, e[4], -e[0]) for e in entries)
         left = {t: state.cluster.count(t) for t in types}
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
         if not self.spare_last:

@@ -158,25 +158,44 @@ def maxmin_lp(
     Returns ``(tau, x)``; ``coef`` should be scaled so that ``tau`` is O(1)
     (see :func:`scale_to_unit`).
     """
-    a_base, b_base = base_constraints(var, weights, capacities, extra_cols=1)
+    m, n = var.shape
     free_rows = np.nonzero(free)[0]
-    blocks = [a_base]
-    rhs = [b_base]
-    if free_rows.size:
-        blocks.append(demand_rows(var, coef, free_rows, extra_cols=1, tau_coef=1.0))
-        rhs.append(np.zeros(free_rows.size))
-    if floors is not None:
-        fixed = np.nonzero(~free & np.isfinite(floors))[0]
-        if fixed.size:
-            blocks.append(demand_rows(var, coef, fixed, extra_cols=1))
-            rhs.append(-floors[fixed])
+    fixed = np.nonzero(~free & np.isfinite(floors))[0] if floors is not None else np.zeros(0, dtype=int)
+    rhs = [np.asarray(capacities, dtype=float), np.ones(m), np.zeros(free_rows.size)]
+    if fixed.size and floors is not None:
+        rhs.append(-floors[fixed])
     bounds = np.zeros((var.count + 1, 2))
     bounds[:, 1] = np.inf
     bounds[-1] = (-np.inf, np.inf) if free_rows.size else (0.0, 0.0)
     c = np.zeros(var.count + 1)
     c[-1] = -1.0
-    res = solve_lp(c, sp.vstack(blocks).tocsr(), np.concatenate(rhs), bounds, what)
+    a = maxmin_matrix(var, coef, weights, free_rows, fixed)
+    res = solve_lp(c, a, np.concatenate(rhs), bounds, what)
     return float(res.x[-1]), var.to_matrix(res.x)
+
+
+def maxmin_matrix(var: Variables, coef: FloatArray, weights: FloatArray, free_rows: IntArray,
+                  fixed: IntArray) -> sp.csc_array:
+    """The max-min LP's constraint matrix, built column by column: the base rows (capacities, then
+    jobs), ``tau - coef_i . x_i`` for ``free_rows``, ``-coef_i . x_i`` for ``fixed``; tau is the last
+    column. The same matrix as ``vstack`` of ``base_constraints`` and ``demand_rows`` in compressed-
+    column form (sorted indices, every entry kept), without SciPy's conversions."""
+    m, n = var.shape
+    nv, nf = var.count, free_rows.size
+    pos = np.full(m, -1)
+    pos[free_rows] = np.arange(nf)
+    pos[fixed] = nf + np.arange(fixed.size)
+    dem = pos[var.rows] >= 0  # the variable's job has a demand row
+    rows = np.column_stack([var.cols, n + var.rows, n + m + pos[var.rows]])
+    vals = np.column_stack([np.asarray(weights, dtype=float)[var.rows], np.ones(nv),
+                            -np.asarray(coef, dtype=float)[var.rows, var.cols]])
+    keep = np.column_stack([np.ones((nv, 2), dtype=bool), dem])
+    indptr = np.zeros(nv + 2, dtype=np.int32)
+    np.cumsum(2 + dem, out=indptr[1:nv + 1])
+    indptr[-1] = indptr[nv] + nf
+    indices = np.concatenate([rows[keep], n + m + np.arange(nf)]).astype(np.int32)
+    data = np.concatenate([vals[keep], np.ones(nf)])
+    return sp.csc_array((data, indices, indptr), shape=(n + m + nf + fixed.size, nv + 1))
 
 
 def scale_to_unit(coef: FloatArray) -> tuple[FloatArray, float]:
