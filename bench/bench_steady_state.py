@@ -93,6 +93,9 @@ def main() -> None:
     print(f"hadar: {s['wall_s']:.1f} s inside its simulate() of {hw[-1]:.1f} s; rounds {s['rounds']}, "
           f"re-solves {s['resolves']}, solver {s['solve_s_total']:.1f} s, jobs completed "
           f"{s['jobs_completed']}/{s['jobs']}")
+    per_solve = s["solve_s_total"] / max(1, s["resolves"]) * 1e3
+    per_round = (s["wall_s"] - s["solve_s_total"]) / max(1, s["rounds"]) * 1e3
+    print(f"hadar: {per_solve:.2f} ms per re-solve, {per_round:.2f} ms per round besides the solves (last run)")
     if args.solve_times:
         print("\npolicy solve time, n jobs on n/4 GPUs of each type (bench/bench_policies.py):")
         bench_policies.run(list(bench_policies.FIRST), [32, 128, 512, 2048], 3, gavel=env)

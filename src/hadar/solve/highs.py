@@ -17,23 +17,24 @@ The binding is SciPy's (``scipy.optimize._highspy._core``, the module
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize._highspy import _core as _h  # type: ignore[attr-defined]
+from scipy.optimize._highspy import _core as _h
 
 from hadar.arrays import FloatArray
 
 
 @dataclass(frozen=True, slots=True)
 class LPResult:
-    """What the policies read of a solved LP: ``status`` 0 = optimal (then ``x`` and ``fun`` are set)."""
+    """What the policies read of a solved LP: ``status`` 0 = optimal (else ``x`` is empty, ``fun`` NaN)."""
 
     status: int
     message: str
-    x: FloatArray | None = None
-    fun: float | None = None
+    x: FloatArray = field(default_factory=lambda: np.zeros(0))
+    fun: float = math.nan
 
 
 def _options() -> object:
@@ -85,4 +86,5 @@ def solve_highs(c: FloatArray, a_ub: sp.spmatrix, b_ub: FloatArray, bounds: Floa
     if status != _h.HighsModelStatus.kOptimal:
         code = 2 if status == _h.HighsModelStatus.kInfeasible else 3 if status == _h.HighsModelStatus.kUnbounded else 4
         return LPResult(code, "model status " + highs.modelStatusToString(status))
-    return LPResult(0, "optimal", np.array(highs.getSolution().col_value), float(highs.getInfo().objective_function_value))
+    x = np.array(highs.getSolution().col_value)
+    return LPResult(0, "optimal", x, float(highs.getInfo().objective_function_value))

@@ -138,7 +138,7 @@ def solve_lp(
         res = solve_highs(c, a_ub, b_ub, bounds)
     except ValueError as e:  # malformed input (NaN, inf coefficients)
         raise SolverError(f"{what}: HiGHS rejected the problem ({e})") from None
-    if res.status != 0 or res.x is None:
+    if res.status != 0:
         raise SolverError(f"{what}: HiGHS did not find an optimal solution (status {res.status}: {res.message})")
     return res
 
@@ -158,7 +158,7 @@ def maxmin_lp(
     Returns ``(tau, x)``; ``coef`` should be scaled so that ``tau`` is O(1)
     (see :func:`scale_to_unit`).
     """
-    m, n = var.shape
+    m = var.shape[0]
     free_rows = np.nonzero(free)[0]
     fixed = np.nonzero(~free & np.isfinite(floors))[0] if floors is not None else np.zeros(0, dtype=int)
     rhs = [np.asarray(capacities, dtype=float), np.ones(m), np.zeros(free_rows.size)]
