@@ -152,6 +152,8 @@ def test_keep_fair_shields_jobs_that_never_ran_or_fell_behind() -> None:
 
     with pytest.raises(InputError):
         create("hadar", keep_fair=0.5)
+    with pytest.raises(InputError):
+        create("hadar", keep_short=-1.0)
     # at t = 2 h: job 0 (1 h alone, 0.5 h left, arrived at 0) is at FTF (2 + 0.5) / 1 = 2.5 so far;
     # job 1 (10 h alone, 9 h left) at 1.1; job 2 never ran (attained 0)
     st = state([{"rates": {"v100": 1.0}, "total": 3600.0, "remaining": 1800.0},
@@ -161,4 +163,7 @@ def test_keep_fair_shields_jobs_that_never_ran_or_fell_behind() -> None:
     work = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([2]))
     fresh = np.array([False, False, True])
     assert pol._shielded(st, work, fresh).tolist() == [1, 0, 1]
-    assert create("hadar")._shielded(st, work, fresh) is None  # off by default: the keeper holds back anyone
+    # by default only keep_short's: jobs with at most a round left (none here) and, with it, those that never ran
+    assert create("hadar")._shielded(st, work, fresh).tolist() == [0, 0, 1]
+    assert create("hadar", keep_short=5.0)._shielded(st, work, fresh).tolist() == [1, 0, 1]  # 1800 s <= 5 rounds
+    assert create("hadar", keep_short=None)._shielded(st, work, fresh) is None  # off: the keeper holds back anyone

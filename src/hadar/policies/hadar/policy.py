@@ -70,6 +70,9 @@ class HadarPolicy:
         "keep_fair": "the keeper never holds back a job that never ran, nor one whose finish-time fairness so far "
                      "(time since arrival plus remaining best-type time, over its best-type time alone) exceeds "
                      "this: they are placed before the jobs the horizon needs (null: the keeper holds back any job)",
+        "keep_short": "the keeper never holds back a job whose remaining time on its best type is at most this many "
+                      "rounds: a short job costs the horizon little, and holding it back costs its JCT hours "
+                      "(null: off)",
         "keep_max_jobs": "above this many active jobs the keeper is skipped (its LPs take ~70 ms each at 2,048 "
                          "jobs)",
         "first_round": "a job that never ran goes ahead of every job that has (it starts at the first round "
@@ -93,6 +96,7 @@ class HadarPolicy:
                  exponent: float = 1.0, aging_s: float | None = None, restart_s: float | None = None,
                  fill: bool = True, keep_slack: float | None = 0.01, keep_busy: float | None = 0.1,
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
+                 keep_short: float | None = 1.0,
                  keep_max_jobs: int = 1024, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
                  plan_max_jobs: int = 256, share: bool = False, share_gain: float = 1.0) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
@@ -105,6 +109,7 @@ class HadarPolicy:
             _check(v is None or 0 <= v < 1, f"{key} must be in [0, 1), got {v}")
         _check(keep_quiet >= 0, f"keep_quiet must be >= 0, got {keep_quiet}")
         _check(keep_fair is None or keep_fair >= 1, f"keep_fair must be >= 1, got {keep_fair}")
+        _check(keep_short is None or keep_short >= 0, f"keep_short must be >= 0, got {keep_short}")
         _check(min(keep_whole, keep_max_jobs, plan_max_jobs) >= 0, "job-count limits must be >= 0")
         _check(isinstance(share, bool), f"share must be true or false, got {share!r}")
         _check(share_gain >= 0, f"share_gain must be >= 0, got {share_gain}")
@@ -120,6 +125,7 @@ class HadarPolicy:
         self.keep_quiet = keep_quiet
         self.keep_whole = keep_whole
         self.keep_fair = keep_fair
+        self.keep_short = keep_short
         self.keep_max_jobs = keep_max_jobs
         self.first_round = first_round
         self.plan = plan
@@ -269,17 +275,22 @@ class HadarPolicy:
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
     def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None) -> IntArray | None:
-        """Jobs the keeper may not hold back (1, else 0; None: none): with ``keep_fair`` set, those that
-        never ran (``first_round``) and those whose finish-time fairness so far, (now - arrival +
-        remaining best-type time) / best-type time of the whole job, exceeds ``keep_fair``."""
-        if self.keep_fair is None:
+        """Jobs the keeper may not hold back (1, else 0; None: none): with ``keep_short`` set, those
+        whose remaining best-type time is at most ``keep_short`` rounds; with ``keep_fair`` set, those
+        whose finish-time fairness so far, (now - arrival + remaining best-type time) / best-type time of
+        the whole job, exceeds ``keep_fair``; with either, those that never ran (``first_round``)."""
+        if self.keep_fair is None and self.keep_short is None:
             return None
         best = np.where(work.rates.max(axis=1) > 0, work.rates.max(axis=1), np.inf)
-        total = np.array([j.total_steps for j in state.jobs], dtype=float)
-        arrival = np.array([j.arrival_s for j in state.jobs], dtype=float)
-        alone = np.maximum(total / best, 1e-9)
-        so_far = (state.now_s - arrival + work.remaining / best) / alone
-        out = (so_far > self.keep_fair).astype(int)
+        left = work.remaining / best
+        out = np.zeros(len(state.jobs), dtype=int)
+        if self.keep_short is not None:
+            out |= left <= self.keep_short * state.round_s
+        if self.keep_fair is not None:
+            total = np.array([j.total_steps for j in state.jobs], dtype=float)
+            arrival = np.array([j.arrival_s for j in state.jobs], dtype=float)
+            so_far = (state.now_s - arrival + left) / np.maximum(total / best, 1e-9)
+            out |= so_far > self.keep_fair
         if fresh is not None:
             out = np.maximum(out, fresh.astype(int))
         return out if out.any() else None
