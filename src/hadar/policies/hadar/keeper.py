@@ -37,9 +37,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from scipy.optimize import Bounds, LinearConstraint, milp
 
 from hadar.arrays import FloatArray, IntArray
+from hadar.policies.hadar import lp
 
 _HOUR = 3600.0
 _SPLIT = 3  # a JCT plan splits this round into so many periods
@@ -91,8 +92,8 @@ def horizon_s(work: Work) -> float:
     a = sparse.csr_matrix((vals, (rows, cols)), shape=(m + n + m, k + 1))
     c = np.zeros(k + 1)
     c[h] = 1.0
-    res = linprog(c, A_ub=a, b_ub=b, bounds=(0, None), method="highs")
-    if res.status != 0:
+    res = lp.minimize(c, a, b)
+    if res is None:
         return float("inf")
     return float(res.x[h]) * _HOUR
 
@@ -162,14 +163,16 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
                        integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"node_limit": _MIP_NODES})
         if res.x is None:
             return None
+        sol = np.asarray(res.x)
         price = np.zeros(m)
     else:
-        res = linprog(c, A_ub=a, b_ub=b, bounds=np.column_stack([np.zeros(2 * k + 1), upper]), method="highs")
-        if res.status != 0:
+        got = lp.minimize(c, a, b, col_upper=upper)
+        if got is None:
             return None
-        price = np.maximum(-np.asarray(res.ineqlin.marginals)[:m], 0.0)
+        sol = got.x
+        price = np.maximum(-got.dual[:m], 0.0)
     x = np.zeros((m, n))
-    x[ii, rr] = np.clip(res.x[:k], 0.0, 1.0)
+    x[ii, rr] = np.clip(sol[:k], 0.0, 1.0)
     return x, price
 
 
@@ -229,9 +232,12 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float
                           shape=(m + n * p + m * p, k * p + 1))
     b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
     c = np.concatenate([weight[ii][pair] * mid[per], [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
-    res = linprog(c, A_ub=a[m:], b_ub=b_ub, A_eq=a[:m][live], b_eq=np.ones(int(live.sum())), bounds=(0, None),
-                  method="highs")
-    if res.status != 0:
+    n_eq = int(live.sum())
+    rows_ub = a[m:]
+    res = lp.minimize(c, sparse.vstack([rows_ub, a[:m][live]]).tocsc(),
+                      np.concatenate([b_ub, np.ones(n_eq)]),
+                      lower=np.concatenate([np.full(rows_ub.shape[0], -np.inf), np.ones(n_eq)]))
+    if res is None:
         return None
     now = res.x[:k * p].reshape(k, p)[:, :_SPLIT].sum(axis=1)
     x = np.zeros((m, n))

@@ -1,0 +1,87 @@
+"""A thin, low-overhead call into HiGHS for Hadar's small per-round LPs.
+
+``scipy.optimize.linprog(method="highs")`` costs about 3 ms per call on top
+of the solve (option checks, input validation, sparse re-stacking), which
+at steady state is more than the solve itself: Hadar solves two or three
+LPs each round. This module hands the same model, with the same options
+(presolve on, dual simplex), straight to the HiGHS build that SciPy ships
+(``scipy.optimize._highspy._core``), so the answers are the ones
+``linprog`` gives. Where that private module is missing (another SciPy),
+it falls back to ``linprog``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
+
+from hadar.arrays import FloatArray
+
+try:  # SciPy's own HiGHS bindings (the ones linprog calls)
+    from scipy.optimize._highspy import _core as _highs
+except ImportError:  # pragma: no cover - another SciPy layout
+    _highs = None
+
+
+
+@dataclass(frozen=True, slots=True)
+class Solution:
+    """An optimal solution: ``x`` (columns) and ``dual`` (one per row, linprog's marginals' sign)."""
+
+    x: FloatArray
+    dual: FloatArray
+
+
+def minimize(c: FloatArray, a: sparse.csr_matrix | sparse.csc_matrix, upper: FloatArray, *,
+             lower: FloatArray | None = None, col_upper: FloatArray | None = None) -> Solution | None:
+    """min ``c x`` s.t. ``lower <= a x <= upper`` (``lower`` None: -inf; a row with a finite lower
+    bound must be an equality, lower = upper), ``0 <= x <= col_upper`` (None: +inf). Rows in the
+    order linprog stacks them (inequalities, then equalities) give linprog's answer. None unless
+    HiGHS reports an optimum."""
+    n_row, n_col = a.shape
+    lo = np.full(n_row, -np.inf) if lower is None else np.asarray(lower, dtype=float)
+    hi_col = np.full(n_col, np.inf) if col_upper is None else np.asarray(col_upper, dtype=float)
+    if _highs is None:  # pragma: no cover - exercised only on other SciPy builds
+        return _by_linprog(c, a, lo, np.asarray(upper, dtype=float), hi_col)
+    csc = sparse.csc_matrix(a)
+    csc.sort_indices()
+    lp = _highs.HighsLp()
+    lp.num_col_, lp.num_row_ = n_col, n_row
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n_col, n_row
+    lp.a_matrix_.format_ = _highs.MatrixFormat.kColwise
+    lp.col_cost_ = np.asarray(c, dtype=float)
+    lp.col_lower_ = np.zeros(n_col)
+    lp.col_upper_ = hi_col
+    lp.row_lower_ = lo
+    lp.row_upper_ = np.asarray(upper, dtype=float)
+    lp.a_matrix_.start_ = csc.indptr
+    lp.a_matrix_.index_ = csc.indices
+    lp.a_matrix_.value_ = csc.data.astype(float)
+    h: Any = _highs._Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("simplex_strategy", 1)  # dual simplex, as linprog asks
+    if h.passModel(lp) == _highs.HighsStatus.kError or h.run() == _highs.HighsStatus.kError:
+        return None
+    if h.getModelStatus() != _highs.HighsModelStatus.kOptimal:
+        return None
+    sol = h.getSolution()
+    return Solution(np.array(sol.col_value), np.array(sol.row_dual))
+
+
+def _by_linprog(c: FloatArray, a: sparse.csr_matrix | sparse.csc_matrix, lo: FloatArray, hi: FloatArray,
+                hi_col: FloatArray) -> Solution | None:  # pragma: no cover - see minimize
+    eq = np.isfinite(lo)
+    res = linprog(c, A_ub=a[~eq] if (~eq).any() else None, b_ub=hi[~eq] if (~eq).any() else None,
+                  A_eq=a[eq] if eq.any() else None, b_eq=hi[eq] if eq.any() else None,
+                  bounds=np.column_stack([np.zeros(c.size), hi_col]), method="highs")
+    if res.status != 0:
+        return None
+    dual = np.zeros(a.shape[0])
+    dual[~eq] = res.ineqlin.marginals
+    if eq.any():
+        dual[eq] = res.eqlin.marginals
+    return Solution(np.asarray(res.x), dual)
