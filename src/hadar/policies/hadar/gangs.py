@@ -92,8 +92,13 @@ def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: In
     waiting: list[int] = []
     critical = (price > 1e-9 * max(float(price.max()), 1e-300)) & (share >= 0.5)
     first = np.zeros(len(share), dtype=int) if first is None else first
-    for i in sorted(range(len(share)), key=lambda i: (-first[i], rank[i] if first[i] == 2 else 0, not critical[i],
-                                                      -round(share[i], 6), -price[i], rank[i])):
+    rounded = np.array([round(v, 6) for v in share.tolist()], dtype=float)
+    # first the jobs the plan finishes (shortest first), then those that never ran, then critical ones,
+    # then by planned share, price and packing order (rank is unique: a total order)
+    for i in np.lexsort((rank, -price, -rounded, ~critical, np.where(first == 2, rank, 0), -first)).tolist():
+        if first[i] == 0 and share[i] < 0.5:
+            waiting.append(i)
+            continue
         got = _planned_gang(book, x[i], value[i], int(scale[i]), plan[i], share[i], first[i], prev.get(i), rate_model)
         if got is None:
             waiting.append(i)

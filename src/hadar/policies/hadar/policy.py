@@ -32,7 +32,7 @@ from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import InputError
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits, RateModel
-from hadar.policies.hadar import gangs
+from hadar.policies.hadar import gangs, groups
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
 from hadar.policies.hadar.pricing import PriceBook
@@ -70,15 +70,15 @@ class HadarPolicy:
         "keep_fair": "the keeper never holds back a job that never ran, nor one whose finish-time fairness so far "
                      "(time since arrival plus remaining best-type time, over its best-type time alone) exceeds "
                      "this: they are placed before the jobs the horizon needs (null: the keeper holds back any job)",
-        "keep_max_jobs": "above this many active jobs the keeper is skipped (its LPs take ~70 ms each at 2,048 "
-                         "jobs)",
+        "keep_max_jobs": "above this many active jobs the keeper is skipped (null: never)",
         "first_round": "a job that never ran goes ahead of every job that has (it starts at the first round "
                        "boundary after it arrives)",
         "plan": "`lp`: the round comes from a fluid plan that minimizes the mean time at which the remaining work "
                 "gets done (keeper.jct_plan), in whole gangs; `pack`: spec section 3's packing alone",
         "plan_total": "the fluid plan's span, as a multiple of the TTD horizon",
-        "plan_max_jobs": "above this many active jobs the plan is skipped (a round with it takes ~60 ms at 128 "
-                         "jobs and ~0.2 s at 256 on 512 GPUs)",
+        "plan_max_jobs": "above this many active jobs the plan is skipped (null: never)",
+        "lp_jobs": "above this many active jobs the plan's and the keeper's LPs see groups of alike jobs (same "
+                   "rates, gang size and weight, similar work left), at most this many (groups.py)",
         "share": "space sharing: a job left waiting may share the GPUs of a placed job of the same GPU count that "
                  "it packs well with (the table's co-located rates), priced at the host's utility loss "
                  "(docs/packing.md)",
@@ -93,8 +93,9 @@ class HadarPolicy:
                  exponent: float = 1.0, aging_s: float | None = None, restart_s: float | None = None,
                  fill: bool = True, keep_slack: float | None = 0.01, keep_busy: float | None = 0.1,
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
-                 keep_max_jobs: int = 1024, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
-                 plan_max_jobs: int = 256, share: bool = False, share_gain: float = 1.0) -> None:
+                 keep_max_jobs: int | None = None, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
+                 plan_max_jobs: int | None = None, lp_jobs: int = 128, share: bool = False,
+                 share_gain: float = 1.0) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
         _check(steepness >= 0 and (restart_s is None or restart_s >= 0) and (aging_s is None or aging_s > 0),
@@ -105,7 +106,8 @@ class HadarPolicy:
             _check(v is None or 0 <= v < 1, f"{key} must be in [0, 1), got {v}")
         _check(keep_quiet >= 0, f"keep_quiet must be >= 0, got {keep_quiet}")
         _check(keep_fair is None or keep_fair >= 1, f"keep_fair must be >= 1, got {keep_fair}")
-        _check(min(keep_whole, keep_max_jobs, plan_max_jobs) >= 0, "job-count limits must be >= 0")
+        _check(min(keep_whole, lp_jobs, _limit(keep_max_jobs), _limit(plan_max_jobs)) >= 0,
+               "job-count limits must be >= 0")
         _check(isinstance(share, bool), f"share must be true or false, got {share!r}")
         _check(share_gain >= 0, f"share_gain must be >= 0, got {share_gain}")
         self.utility_name = utility
@@ -125,6 +127,7 @@ class HadarPolicy:
         self.plan = plan
         self.plan_total = plan_total
         self.plan_max_jobs = plan_max_jobs
+        self.lp_jobs = lp_jobs
         self.share = share
         self.share_gain = share_gain
 
@@ -210,8 +213,9 @@ class HadarPolicy:
                 waiting.append(int(i))
         if self.fill and book.free.sum() > 0:
             gangs.fill(book, x, value, scale, counts, waiting, self.rate_model)
-        plan = self.plan == "lp" and self.utility_name == "jct" and len(state.jobs) <= self.plan_max_jobs
-        keep = self.keep_slack is not None and len(state.jobs) <= self.keep_max_jobs
+        m = len(state.jobs)
+        plan = self.plan == "lp" and self.utility_name == "jct" and m <= _limit(self.plan_max_jobs)
+        keep = self.keep_slack is not None and m <= _limit(self.keep_max_jobs)
         if not (plan or keep):
             return counts
         # the remaining work on the GPUs not taken, and its horizon: one LP shared by the plan and the keeper
@@ -219,13 +223,14 @@ class HadarPolicy:
         for r, k in taken.items():
             free[r] -= k
         work = Work(x, state.remaining_steps(), scale, free)
-        h = horizon_s(work)
+        grp = groups.group(x, work.remaining, scale, state.priority_weights(), self.lp_jobs)
+        h = horizon_s(groups.lp_work(work, grp))
         if not np.isfinite(h):
             return counts
         if plan:
-            counts = self._jct_plan(state, value, work, h, order, fresh) or counts
+            counts = self._jct_plan(state, value, work, grp, h, order, fresh) or counts
         if keep:
-            counts = self._keep(state, value, work, h, counts, order, fresh)
+            counts = self._keep(state, value, work, grp, h, counts, order, fresh)
         return counts
 
     def _discount(self, state: SchedulerState) -> FloatArray:
@@ -241,8 +246,8 @@ class HadarPolicy:
         fresh = np.array([j.attained_gpu_s <= 0 for j in state.jobs])
         return fresh if fresh.any() and not fresh.all() else None
 
-    def _keep(self, state: SchedulerState, value: FloatArray, work: Work, h: float, counts: Counts,
-              order: IntArray, fresh: BoolArray | None) -> Counts:
+    def _keep(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
+              counts: Counts, order: IntArray, fresh: BoolArray | None) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
         ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
         ``_shielded`` from it go first in the re-planned round."""
@@ -251,21 +256,24 @@ class HadarPolicy:
         if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
             slack = max(slack, self.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
         allowed = h - state.round_s * (1.0 - slack)
-        packed = horizon_s(Work(x, work.remaining - work.progress(counts, state.round_s), scale, free))
+        packed = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s)))
         if packed <= allowed * (1 + 1e-6) + 1e-6:
             return counts
         # whole gangs when every job can run at once and only the types are in question (the end of a
         # drain); where jobs compete for GPUs, a whole-gang round that must keep pace would, round after
         # round, trade every job's completion for the last one's: the fractional plan keeps pace over rounds
         endgame = len(state.jobs) <= self.keep_whole and scale.sum() <= free.sum()
-        got = round_plan(work, value, state.round_s, allowed, whole=True) if endgame else None
+        lpw, lpv = groups.lp_work(work, grp), value if grp is None else grp.mean_rows(value)
+        got = round_plan(lpw, lpv, state.round_s, allowed, whole=True) if endgame else None
         if got is None:
-            got = round_plan(work, value, state.round_s, allowed)
+            got = round_plan(lpw, lpv, state.round_s, allowed)
         if got is None:
             return counts
-        kept = gangs.from_plan(state, x, value, scale, free, got[0], got[1], order, self.rate_model,
+        share, price = got if grp is None else (groups.spread(grp, got[0], x, work.remaining, state.round_s)[0],
+                                                got[1][grp.index])
+        kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model,
                                self._shielded(state, work, fresh))
-        rounded = horizon_s(Work(x, work.remaining - work.progress(kept, state.round_s), scale, free))
+        rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)))
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
     def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None) -> IntArray | None:
@@ -284,15 +292,17 @@ class HadarPolicy:
             out = np.maximum(out, fresh.astype(int))
         return out if out.any() else None
 
-    def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, h: float, order: IntArray,
-                  fresh: BoolArray | None) -> Counts | None:
+    def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
+                  order: IntArray, fresh: BoolArray | None) -> Counts | None:
         """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
         horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
         (``first_round``) first, then by planned share."""
-        got = jct_plan(work, state.priority_weights(), state.round_s, h * self.plan_total)
+        weight = state.priority_weights()
+        got = jct_plan(groups.lp_work(work, grp), weight if grp is None else grp.first_rows(weight), state.round_s,
+                       h * self.plan_total, lean=grp is not None)
         if got is None:
             return None
-        plan, now = got
+        plan, now = got if grp is None else groups.spread(grp, got[0], work.rates, work.remaining, state.round_s)
         first = 2 * (now >= 1.0 - 1e-6)  # the plan finishes these this round, in however little of it
         if fresh is not None:
             first = np.maximum(first, fresh)
@@ -316,6 +326,10 @@ def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:
     regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
     out: IntArray = np.lexsort((-regret, -per_gpu))
     return out
+
+
+def _limit(v: int | None) -> int | float:
+    return float("inf") if v is None else v
 
 
 def _check(ok: bool, message: str) -> None:
