@@ -84,3 +84,37 @@ def test_decision_with_grouped_lps_is_whole_gangs_within_capacity(table) -> None
     assert len(used) == len(set(used)) == cluster.num_gpus  # no GPU idles: 40 jobs wait for 12 GPUs
     scale = {j.job_id: j.scale_factor for j in st.jobs}
     assert all(len(gpus) == scale[jid] for jid, gpus in got.items())
+
+
+def test_a_warm_plan_starts_from_the_last_basis_and_finds_the_same_plan() -> None:
+    rng = np.random.default_rng(11)
+    rates, rem = rng.uniform(0.5, 5.0, (10, 3)), rng.uniform(2e3, 2e5, 10)
+    w = Work(rates, rem, rng.choice([1, 2], 10), np.array([4, 4, 4]))
+    warm = lp.Warm()
+    first = jct_plan(w, np.ones(10), 360.0, 3 * horizon_s(w), warm=warm, ids=tuple(range(10)))
+    assert first is not None and warm.basis is not None
+    later = Work(rates, rem * 0.99, w.scale, w.capacity)
+    cold = jct_plan(later, np.ones(10), 360.0, 3 * horizon_s(w))
+    hot = jct_plan(later, np.ones(10), 360.0, 3 * horizon_s(w), warm=warm, ids=tuple(range(10)))
+    assert cold is not None and hot is not None
+    assert np.allclose(cold[0], hot[0], atol=1e-7) and np.allclose(cold[1], hot[1], atol=1e-7)
+    # another job set is another LP: its basis is not used (and is replaced)
+    key = warm.basis.key if warm.basis is not None else None
+    jct_plan(later, np.ones(10), 360.0, 3 * horizon_s(w), warm=warm, ids=tuple(range(1, 11)))
+    assert warm.basis is not None and warm.basis.key != key
+
+
+def test_the_plan_basis_travels_in_the_memo(table) -> None:
+    from dataclasses import replace
+
+    from hadar.config import parse_cluster
+    from hadar.sim.generate import JobGenerator
+
+    gen = iter(JobGenerator(table, 10.0, seed=3, multi_gpu=True))
+    jobs = [next(gen) for _ in range(20)]
+    st = state_of(parse_cluster("4:4:4"), jobs, jobs[-1].arrival_s, table)
+    policy = create("hadar")
+    a1 = policy.allocate(st)
+    assert isinstance(a1.memo.get("hadar.plan_basis"), lp.Basis)
+    again = replace(st, memo=a1.memo)
+    assert policy.allocate(again).counts == policy.allocate(again).counts  # same state and memo: same round

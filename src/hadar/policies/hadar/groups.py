@@ -1,21 +1,23 @@
 """Jobs grouped for Hadar's LPs, so that a decision's cost stops growing with the job count.
 
 The JCT plan and the TTD keeper solve LPs with a few columns per job and
-type (the plan: per period too): at 2,048 active jobs each takes 0.2 s to
+type (the plan: per period too): at 2,048 active jobs each took 0.2 s to
 20 s. Most of those jobs are alike: the same model at the same gang size
 (so the same rates on every type) with similar work left. Above
 ``limit`` active jobs, the LPs therefore see groups instead of jobs:
 jobs with the same rates, gang size and weight whose remaining best-type
 times lie in the same band of a geometric grid, the grid as fine as
-keeps the groups within ``limit`` (ratio 1.05, 1.1, 1.2, 1.5, 2, 3, 5,
-10, then one group per class). A group of g jobs is g gangs that share
-the group's work: its columns may run g gangs at once, it counts g
-times in the plan's mean, and its utility is its members' mean. A
-group's share of a round then goes to its members shortest first (the
-order that finishes the most of them, for jobs that run at the same
-rates), each at most one whole round.
+keeps the groups within ``limit`` (bands of 1.05x, 1.1x, 1.2x, 1.5x, 2x,
+3x, 5x, 10x, then one group per class; Gavel's job types give about 80
+classes). A group of g jobs is g gangs that share the group's work: its
+columns may run g gangs at once, it counts g times in the plan's mean,
+and its utility is its members' mean; the plan is then lean (this round
+one period, periods growing 5x: keeper.jct_plan). A group's share of a
+round goes to its members shortest first (the order that finishes the
+most of them, for jobs that run at the same rates), each at most one
+whole round and no more than it needs.
 
-At or below ``limit`` jobs every job is its own group and nothing changes.
+At or below ``limit`` jobs every job is its own row and nothing changes.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +47,7 @@ _SPLIT = 3  # a JCT plan splits this round into so many periods
 #: Branch-and-bound budget of the whole-gang re-plan, in nodes (a work limit, not a time limit: the
 #: answer must not depend on how fast the machine is; the MIPs seen so far solve at the root node).
 _MIP_NODES = 1000
-#: A lean JCT plan (jobs grouped, groups.py) lets its periods grow faster (fewer periods, fewer columns).
+#: A lean JCT plan (jobs grouped, groups.py): its periods grow faster (fewer periods, fewer columns).
 _LEAN_GROWTH = 5.0
 
 
@@ -199,14 +199,16 @@ def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = 
     return np.array(out, dtype=float)
 
 
-def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, lean: bool = False
-             ) -> tuple[FloatArray, FloatArray] | None:
+def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, lean: bool = False,
+             warm: lp.Warm | None = None, ids: Hashable = None) -> tuple[FloatArray, FloatArray] | None:
     """This round's share ``x[i, r]`` (of the round, on W GPUs of type r) in a fluid plan that
     minimizes the weighted mean time at which the remaining work gets done, all of it within
     ``total_s`` from now, and per job the share of its remaining work the plan does this round
-    (1: it finishes). None if the solver fails. ``lean`` (for rows that are groups of jobs): periods
-    grow 5x rather than 3x and HiGHS uses its interior-point method (with crossover), both faster
-    on these LPs.
+    (1: it finishes). None if the solver fails. ``warm``: a warm start (lp.py) from the basis of
+    an earlier plan of the same rows ``ids`` (the rows' names, e.g. job ids), same types and
+    same number of periods. ``lean`` (for rows that are groups of jobs, where
+    the round's gangs are spread over the members afterwards): this round is one period, not three,
+    and the periods grow 5x rather than 3x (about a third of the columns and simplex iterations).
 
     Time is split into periods (``periods_s``: this round in thirds, one more
     round, then longer and longer). Variable ``f[i, r, k]``: the share of job i's remaining work done
@@ -225,17 +227,14 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     k = ii.size
     if k == 0:
         return np.zeros((m, n)), np.zeros(m)
-    lens = periods_s(round_s, total_s, _LEAN_GROWTH if lean else 3.0) / _HOUR
-    p = lens.size
-    mid = np.cumsum(lens) - lens / 2
+    split = 1 if lean else _SPLIT
+    lens = periods_s(round_s, total_s, _LEAN_GROWTH if lean else 3.0, split) / _HOUR
+    p, mid = lens.size, np.cumsum(lens) - lens / 2
     dur = work.remaining[ii] / work.rates[ii, rr] / _HOUR  # hours on W GPUs of r to finish
     live = work.remaining > 0
     # columns f[pair, period] at pair * p + period, then the overrun (hours the last period stretches);
     # rows: done i, capacity m + r * p + k, job time m + n * p + i * p + k
-    pair = np.repeat(np.arange(k), p)
-    per = np.tile(np.arange(p), k)
-    col = np.arange(k * p)
-    over = k * p
+    pair, per, col, over = np.repeat(np.arange(k), p), np.tile(np.arange(p), k), np.arange(k * p), k * p
     rows = [ii[pair], m + rr[pair] * p + per, m + n * p + ii[pair] * p + per,
             m + np.arange(n) * p + p - 1, m + n * p + np.arange(m) * p + p - 1]
     cols = [col, col, col, np.full(n, over), np.full(m, over)]
@@ -247,15 +246,13 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
     weight = weight * g
     c = np.concatenate([weight[ii][pair] * mid[per], [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
-    n_eq = int(live.sum())
-    rows_ub = a[m:]
-    res = lp.minimize(c, sparse.vstack([rows_ub, a[:m][live]]).tocsc(),
-                      np.concatenate([b_ub, np.ones(n_eq)]),
-                      lower=np.concatenate([np.full(rows_ub.shape[0], -np.inf), np.ones(n_eq)]),
-                      ipm=lean)
+    n_eq = int(live.sum())  # rows as linprog stacks them: inequalities, then the equalities
+    res = lp.minimize(c, sparse.vstack([a[m:], a[:m][live]]).tocsc(), np.concatenate([b_ub, np.ones(n_eq)]),
+                      lower=np.concatenate([np.full(b_ub.size, -np.inf), np.ones(n_eq)]), warm=warm,
+                      key=None if ids is None else (ids, p, lean, ii.tobytes(), rr.tobytes(), live.tobytes()))
     if res is None:
         return None
-    now = res.x[:k * p].reshape(k, p)[:, :_SPLIT].sum(axis=1)
+    now = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)
     x = np.zeros((m, n))
     x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, g[ii])
     return x, np.asarray(np.bincount(ii, weights=now, minlength=m), dtype=float)

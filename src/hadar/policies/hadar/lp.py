@@ -8,10 +8,19 @@ LPs each round. This module hands the same model, with the same options
 (``scipy.optimize._highspy._core``), so the answers are the ones
 ``linprog`` gives. Where that private module is missing (another SciPy),
 it falls back to ``linprog``.
+
+A ``Warm`` holder carries a solve's final basis to the next solve of an LP
+with the same rows and columns (the same ``key``): the dual simplex then
+starts there and needs a handful of iterations rather than hundreds.
+Hadar's JCT plan passes it from round to round in ``Allocation.memo``, so
+the answer depends on the state and its memo only. Where an LP has
+several optimal solutions, a warm start may end at another of them than
+a cold one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,14 +45,33 @@ class Solution:
     dual: FloatArray
 
 
+@dataclass(frozen=True, slots=True)
+class Basis:
+    """A final simplex basis (HiGHS's status codes per column and row, a byte each) of the LP named
+    ``key`` (bytes, so that two memos compare and pickle as plain values)."""
+
+    key: Hashable
+    cols: bytes
+    rows: bytes
+
+
+class Warm:
+    """Holds the basis a warm start begins from, and receives the next solve's."""
+
+    __slots__ = ("basis",)
+
+    def __init__(self, basis: Basis | None = None) -> None:
+        self.basis = basis
+
+
 def minimize(c: FloatArray, a: sparse.csr_matrix | sparse.csc_matrix, upper: FloatArray, *,
-             lower: FloatArray | None = None, col_upper: FloatArray | None = None, ipm: bool = False
-             ) -> Solution | None:
+             lower: FloatArray | None = None, col_upper: FloatArray | None = None, warm: Warm | None = None,
+             key: Hashable = None) -> Solution | None:
     """min ``c x`` s.t. ``lower <= a x <= upper`` (``lower`` None: -inf; a row with a finite lower
     bound must be an equality, lower = upper), ``0 <= x <= col_upper`` (None: +inf). Rows in the
     order linprog stacks them (inequalities, then equalities) give linprog's answer. None unless
-    HiGHS reports an optimum. ``ipm``: HiGHS's interior-point method with crossover (a vertex, as
-    the simplex gives; faster on the grouped JCT plan) instead of the dual simplex."""
+    HiGHS reports an optimum. With ``warm`` and a ``key``: start from ``warm``'s basis when it is
+    of an LP with this key, and leave this solve's final basis there."""
     n_row, n_col = a.shape
     lo = np.full(n_row, -np.inf) if lower is None else np.asarray(lower, dtype=float)
     hi_col = np.full(n_col, np.inf) if col_upper is None else np.asarray(col_upper, dtype=float)
@@ -66,14 +94,30 @@ def minimize(c: FloatArray, a: sparse.csr_matrix | sparse.csc_matrix, upper: Flo
     h: Any = _highs._Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("simplex_strategy", 1)  # dual simplex, as linprog asks
-    if ipm:
-        h.setOptionValue("solver", "ipm")
-    if h.passModel(lp) == _highs.HighsStatus.kError or h.run() == _highs.HighsStatus.kError:
+    if h.passModel(lp) == _highs.HighsStatus.kError:
+        return None
+    if warm is not None and warm.basis is not None and key is not None and warm.basis.key == key:
+        _set_basis(h, warm.basis)
+    if h.run() == _highs.HighsStatus.kError:
         return None
     if h.getModelStatus() != _highs.HighsModelStatus.kOptimal:
         return None
     sol = h.getSolution()
+    if warm is not None and key is not None:
+        got = h.getBasis()
+        warm.basis = Basis(key, bytes(int(v) for v in got.col_status),
+                           bytes(int(v) for v in got.row_status)) if got.valid else None
     return Solution(np.array(sol.col_value), np.array(sol.row_dual))
+
+
+def _set_basis(h: Any, basis: Basis) -> None:
+    assert _highs is not None
+    status = _highs.HighsBasisStatus
+    hb = _highs.HighsBasis()
+    hb.col_status = [status(v) for v in basis.cols]
+    hb.row_status = [status(v) for v in basis.rows]
+    hb.valid = True
+    h.setBasis(hb)
 
 
 def _by_linprog(c: FloatArray, a: sparse.csr_matrix | sparse.csc_matrix, lo: FloatArray, hi: FloatArray,

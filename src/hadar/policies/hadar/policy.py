@@ -32,13 +32,15 @@ from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import InputError
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits, RateModel
-from hadar.policies.hadar import gangs, groups
+from hadar.policies.hadar import gangs, groups, lp
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
 from hadar.policies.hadar.pricing import PriceBook
 from hadar.policies.hadar.share import shared_slots
 from hadar.policies.hadar.utility import UTILITIES, UtilityContext, make_utility
 from hadar.policies.registry import register
+
+_BASIS = "hadar.plan_basis"  # memo: the JCT plan's last simplex basis (its warm start next round)
 
 
 @register("hadar", "Hadar (IPDPS'24): task-level primal-dual placement each round; jobs may span GPU types")
@@ -140,7 +142,8 @@ class HadarPolicy:
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
-        x, scale, value, counts = self.place(state)
+        warm = lp.Warm(state.memo.get(_BASIS))
+        x, scale, value, counts = self.place(state, warm=warm)
         fractions = np.zeros((m, len(types)))
         for i, c in counts.items():
             for r, k in c.items():
@@ -154,14 +157,16 @@ class HadarPolicy:
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
             state.jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-            pairs=pairs or None)
+            pairs=pairs or None, memo={_BASIS: warm.basis} if warm.basis is not None else {})
 
     def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
-              weight: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
+              weight: FloatArray | None = None, warm: lp.Warm | None = None
+              ) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
         """The round's placement on a non-empty state: (throughputs x, scale factors, utility values,
         GPU counts per job index and type index). HadarE builds on it: ``busy[r]`` GPUs of type r
         are taken already, the jobs in ``sit_out`` (a boolean mask) are placed already, and
-        utilities are multiplied by ``weight`` (jobs x types)."""
+        utilities are multiplied by ``weight`` (jobs x types). ``warm``: the JCT plan's warm start
+        (lp.py; it receives this plan's basis)."""
         x = state.throughput_matrix()
         scale = state.scale_factors()
         value = self.utility.values(x, self._context(state, scale))
@@ -174,7 +179,7 @@ class HadarPolicy:
         if sit_out is not None and sit_out.any():
             value[sit_out] = 0.0
         taken = {r: int(k) for r, k in enumerate(busy if busy is not None else ()) if k > 0}
-        return x, scale, value, self._pack(state, x, value, scale.astype(int), taken, fresh)
+        return x, scale, value, self._pack(state, x, value, scale.astype(int), taken, fresh, warm)
 
     def _context(self, state: SchedulerState, scale: FloatArray) -> UtilityContext:
         jobs = state.jobs
@@ -188,14 +193,38 @@ class HadarPolicy:
                               arrival, attained, weight)
 
     def _pack(self, state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray,
-              taken: dict[int, int], fresh: BoolArray | None) -> Counts:
-        """Primal-dual pass then fill pass (``taken``: GPUs per type already in use; ``fresh``: the
-        first-round rule's jobs), then the JCT plan and the keeper; job index -> {type index: GPUs}."""
+              taken: dict[int, int], fresh: BoolArray | None, warm: lp.Warm | None) -> Counts:
+        """The JCT plan (or, where it is off or yields nothing, the primal-dual pass then the fill
+        pass), then the keeper (``taken``: GPUs per type already in use; ``fresh``: the first-round
+        rule's jobs); job index -> {type index: GPUs}."""
         book = self.price_book(state, value, scale)
         if book is None:
             return {}
         book.take(taken)
         order = _order(value, scale)
+        m = len(state.jobs)
+        plan = self.plan == "lp" and self.utility_name == "jct" and m <= _limit(self.plan_max_jobs)
+        keep = self.keep_slack is not None and m <= _limit(self.keep_max_jobs)
+        if not (plan or keep):
+            return self._priced(state, book, x, value, scale, order)
+        # the remaining work on the GPUs not taken, and its horizon: one LP shared by the plan and the keeper
+        free = state.capacities().astype(int)
+        for r, k in taken.items():
+            free[r] -= k
+        work = Work(x, state.remaining_steps(), scale, free)
+        grp = groups.group(x, work.remaining, scale, state.priority_weights(), self.lp_jobs)
+        h = horizon_s(groups.lp_work(work, grp))
+        if not np.isfinite(h):
+            return self._priced(state, book, x, value, scale, order)
+        counts = (self._jct_plan(state, value, work, grp, h, order, fresh, warm) if plan else None) or \
+            self._priced(state, book, x, value, scale, order)
+        if keep:
+            counts = self._keep(state, value, work, grp, h, counts, order, fresh)
+        return counts
+
+    def _priced(self, state: SchedulerState, book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray,
+                order: IntArray) -> Counts:
+        """Spec section 3's round: the primal-dual pass in packing ``order`` on ``book``, then the fill pass."""
         prev_counts = gangs.previous_counts(state)
         discount = self._discount(state)
         counts: Counts = {}
@@ -213,24 +242,6 @@ class HadarPolicy:
                 waiting.append(int(i))
         if self.fill and book.free.sum() > 0:
             gangs.fill(book, x, value, scale, counts, waiting, self.rate_model)
-        m = len(state.jobs)
-        plan = self.plan == "lp" and self.utility_name == "jct" and m <= _limit(self.plan_max_jobs)
-        keep = self.keep_slack is not None and m <= _limit(self.keep_max_jobs)
-        if not (plan or keep):
-            return counts
-        # the remaining work on the GPUs not taken, and its horizon: one LP shared by the plan and the keeper
-        free = state.capacities().astype(int)
-        for r, k in taken.items():
-            free[r] -= k
-        work = Work(x, state.remaining_steps(), scale, free)
-        grp = groups.group(x, work.remaining, scale, state.priority_weights(), self.lp_jobs)
-        h = horizon_s(groups.lp_work(work, grp))
-        if not np.isfinite(h):
-            return counts
-        if plan:
-            counts = self._jct_plan(state, value, work, grp, h, order, fresh) or counts
-        if keep:
-            counts = self._keep(state, value, work, grp, h, counts, order, fresh)
         return counts
 
     def _discount(self, state: SchedulerState) -> FloatArray:
@@ -293,13 +304,14 @@ class HadarPolicy:
         return out if out.any() else None
 
     def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
-                  order: IntArray, fresh: BoolArray | None) -> Counts | None:
+                  order: IntArray, fresh: BoolArray | None, warm: lp.Warm | None) -> Counts | None:
         """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
         horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
         (``first_round``) first, then by planned share."""
         weight = state.priority_weights()
         got = jct_plan(groups.lp_work(work, grp), weight if grp is None else grp.first_rows(weight), state.round_s,
-                       h * self.plan_total, lean=grp is not None)
+                       h * self.plan_total, lean=grp is not None, warm=warm,
+                       ids=(tuple(state.job_ids), None if grp is None else grp.index.tobytes()))
         if got is None:
             return None
         plan, now = got if grp is None else groups.spread(grp, got[0], work.rates, work.remaining, state.round_s)
