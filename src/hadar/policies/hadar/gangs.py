@@ -54,11 +54,22 @@ def fill(book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray, cou
         cur = value_of(mine, x[i], value[i], int(scale[i]), rate_model)
         for r, k in mine.items():
             flat.free[r] += k
-        offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=rate_model)
-        if offer is not None and offer.utility > cur * (1 + 1e-9):
-            mine = offer.counts
+        if rate_model != "sync" or _may_gain(flat.free, x[i], value[i], int(scale[i]), cur * (1 + 1e-9)):
+            offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=rate_model)
+            if offer is not None and offer.utility > cur * (1 + 1e-9):
+                mine = offer.counts
         flat.take(mine)
         counts[i] = mine
+
+
+def _may_gain(free: IntArray, rates: FloatArray, value: FloatArray, w: int, above: float) -> bool:
+    """Whether some sync placement of ``w`` GPUs out of ``free`` is worth more than ``above``: its
+    slowest type s has ``value[s] > above`` and the types at least as fast as s have ``w`` free."""
+    for s in range(len(rates)):
+        if rates[s] > 0 and value[s] > above and \
+                sum(int(free[r]) for r in range(len(rates)) if rates[r] >= rates[s]) >= w:
+            return True
+    return False
 
 
 def previous_counts(state: SchedulerState) -> Counts:

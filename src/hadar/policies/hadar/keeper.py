@@ -36,7 +36,6 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from hadar.arrays import FloatArray, IntArray
@@ -98,7 +97,7 @@ def horizon_s(work: Work) -> float:
     cols = np.concatenate([cols, np.full(n + m, h)])
     vals = np.concatenate([vals, -work.capacity.astype(float), -work.gangs()])
     b = np.concatenate([-(work.remaining > 0).astype(float), np.zeros(n + m)])
-    a = sparse.csr_matrix((vals, (rows, cols)), shape=(m + n + m, k + 1))
+    a = lp.Csc.of(rows, cols, vals, (m + n + m, k + 1))
     c = np.zeros(k + 1)
     c[h] = 1.0
     res = lp.minimize(c, a, b)
@@ -161,7 +160,7 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     cols = np.concatenate([c1, c2, np.full(n + m, 2 * k)])
     g = work.gangs()
     vals = np.concatenate([v1, v2, -work.capacity.astype(float), -g])
-    a = sparse.csr_matrix((vals, (rows, cols)), shape=(2 * (m + n) + m, 2 * k + 1))
+    a = lp.Csc.of(rows, cols, vals, (2 * (m + n) + m, 2 * k + 1))
     b = np.concatenate([-(work.remaining > 0).astype(float), work.capacity.astype(float), g,
                         work.capacity * later_h, g * later_h])
     gain = value[ii, rr]
@@ -169,7 +168,8 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     upper = np.concatenate([g[ii], np.full(k + 1, np.inf)])
     if whole:
         with _stdout_silenced():
-            res = milp(c, constraints=LinearConstraint(a, -np.inf, b), bounds=Bounds(np.zeros(2 * k + 1), upper),
+            res = milp(c, constraints=LinearConstraint(a.sparse(), -np.inf, b),
+                       bounds=Bounds(np.zeros(2 * k + 1), upper),
                        integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"node_limit": _MIP_NODES})
         if res.x is None:
             return None
@@ -233,21 +233,21 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     dur = work.remaining[ii] / work.rates[ii, rr] / _HOUR  # hours on W GPUs of r to finish
     live = work.remaining > 0
     # columns f[pair, period] at pair * p + period, then the overrun (hours the last period stretches);
-    # rows: done i, capacity m + r * p + k, job time m + n * p + i * p + k
+    # rows as linprog stacks them: capacity r * p + k, job time n * p + i * p + k, then done (one per
+    # job with work left, in job order; every pair's job has work left)
     pair, per, col, over = np.repeat(np.arange(k), p), np.tile(np.arange(p), k), np.arange(k * p), k * p
-    rows = [ii[pair], m + rr[pair] * p + per, m + n * p + ii[pair] * p + per,
-            m + np.arange(n) * p + p - 1, m + n * p + np.arange(m) * p + p - 1]
+    n_ub, n_eq = n * p + m * p, int(live.sum())
+    rows = [n_ub + (np.cumsum(live) - 1)[ii[pair]], rr[pair] * p + per, n * p + ii[pair] * p + per,
+            np.arange(n) * p + p - 1, n * p + np.arange(m) * p + p - 1]
     cols = [col, col, col, np.full(n, over), np.full(m, over)]
     g = work.gangs()
     vals = [np.ones(k * p), (dur * work.scale[ii])[pair], (dur / g[ii])[pair], -work.capacity.astype(float),
             -np.ones(m)]
-    a = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                          shape=(m + n * p + m * p, k * p + 1))
+    a = lp.Csc.of(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
     weight = weight * g
     c = np.concatenate([weight[ii][pair] * mid[per], [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
-    n_eq = int(live.sum())  # rows as linprog stacks them: inequalities, then the equalities
-    res = lp.minimize(c, sparse.vstack([a[m:], a[:m][live]]).tocsc(), np.concatenate([b_ub, np.ones(n_eq)]),
+    res = lp.minimize(c, a, np.concatenate([b_ub, np.ones(n_eq)]),
                       lower=np.concatenate([np.full(b_ub.size, -np.inf), np.ones(n_eq)]), warm=warm,
                       key=None if ids is None else (ids, p, lean, ii.tobytes(), rr.tobytes(), live.tobytes()))
     if res is None:

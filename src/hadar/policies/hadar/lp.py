@@ -28,7 +28,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from hadar.arrays import FloatArray
+from hadar.arrays import FloatArray, IntArray
 
 try:  # SciPy's own HiGHS bindings (the ones linprog calls)
     from scipy.optimize._highspy import _core as _highs
@@ -64,7 +64,29 @@ class Warm:
         self.basis = basis
 
 
-def minimize(c: FloatArray, a: sparse.csr_matrix | sparse.csc_matrix, upper: FloatArray, *,
+@dataclass(frozen=True, slots=True)
+class Csc:
+    """A constraint matrix column by column (SciPy's CSC arrays, row indices sorted in each column)."""
+
+    indptr: IntArray
+    indices: IntArray
+    data: FloatArray
+    shape: tuple[int, int]
+
+    @classmethod
+    def of(cls, rows: IntArray, cols: IntArray, vals: FloatArray, shape: tuple[int, int]) -> Csc:
+        """From (row, column, value) triplets, at most one per cell (what scipy.sparse builds from
+        them, without its checks and conversions)."""
+        order = np.lexsort((rows, cols))
+        indptr: IntArray = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=shape[1]))]).astype(np.int32)
+        indices: IntArray = np.asarray(rows[order], dtype=np.int32)
+        return cls(indptr, indices, np.asarray(vals[order], dtype=float), shape)
+
+    def sparse(self) -> sparse.csc_matrix:
+        return sparse.csc_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+
+def minimize(c: FloatArray, a: Csc | sparse.csr_matrix | sparse.csc_matrix, upper: FloatArray, *,
              lower: FloatArray | None = None, col_upper: FloatArray | None = None, warm: Warm | None = None,
              key: Hashable = None) -> Solution | None:
     """min ``c x`` s.t. ``lower <= a x <= upper`` (``lower`` None: -inf; a row with a finite lower
@@ -76,25 +98,21 @@ def minimize(c: FloatArray, a: sparse.csr_matrix | sparse.csc_matrix, upper: Flo
     lo = np.full(n_row, -np.inf) if lower is None else np.asarray(lower, dtype=float)
     hi_col = np.full(n_col, np.inf) if col_upper is None else np.asarray(col_upper, dtype=float)
     if _highs is None:  # pragma: no cover - exercised only on other SciPy builds
-        return _by_linprog(c, a, lo, np.asarray(upper, dtype=float), hi_col)
-    csc = sparse.csc_matrix(a)
-    csc.sort_indices()
-    lp = _highs.HighsLp()
-    lp.num_col_, lp.num_row_ = n_col, n_row
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = n_col, n_row
-    lp.a_matrix_.format_ = _highs.MatrixFormat.kColwise
-    lp.col_cost_ = np.asarray(c, dtype=float)
-    lp.col_lower_ = np.zeros(n_col)
-    lp.col_upper_ = hi_col
-    lp.row_lower_ = lo
-    lp.row_upper_ = np.asarray(upper, dtype=float)
-    lp.a_matrix_.start_ = csc.indptr
-    lp.a_matrix_.index_ = csc.indices
-    lp.a_matrix_.value_ = csc.data.astype(float)
+        return _by_linprog(c, a.sparse() if isinstance(a, Csc) else a, lo, np.asarray(upper, dtype=float), hi_col)
+    if isinstance(a, Csc):
+        csc = a
+    else:
+        csc = sparse.csc_matrix(a)
+        csc.sort_indices()
     h: Any = _highs._Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("simplex_strategy", 1)  # dual simplex, as linprog asks
-    if h.passModel(lp) == _highs.HighsStatus.kError:
+    # the model from arrays (column-wise, minimize, no offset): numpy buffers, not element by element
+    if h.passModel(n_col, n_row, int(csc.indptr[-1]), int(_highs.MatrixFormat.kColwise),
+                   int(_highs.ObjSense.kMinimize), 0.0, np.asarray(c, dtype=float), np.zeros(n_col), hi_col, lo,
+                   np.asarray(upper, dtype=float), np.asarray(csc.indptr, dtype=np.int32),
+                   np.asarray(csc.indices, dtype=np.int32), np.asarray(csc.data, dtype=float),
+                   np.zeros(n_col, dtype=np.int32)) == _highs.HighsStatus.kError:  # every column continuous
         return None
     if warm is not None and warm.basis is not None and key is not None and warm.basis.key == key:
         _set_basis(h, warm.basis)
@@ -105,17 +123,16 @@ def minimize(c: FloatArray, a: sparse.csr_matrix | sparse.csc_matrix, upper: Flo
     sol = h.getSolution()
     if warm is not None and key is not None:
         got = h.getBasis()
-        warm.basis = Basis(key, bytes(int(v) for v in got.col_status),
-                           bytes(int(v) for v in got.row_status)) if got.valid else None
+        warm.basis = Basis(key, bytes(map(int, got.col_status)), bytes(map(int, got.row_status))) if got.valid else None
     return Solution(np.array(sol.col_value), np.array(sol.row_dual))
 
 
 def _set_basis(h: Any, basis: Basis) -> None:
     assert _highs is not None
-    status = _highs.HighsBasisStatus
+    status = [_highs.HighsBasisStatus(v) for v in range(max(basis.cols + basis.rows, default=0) + 1)]
     hb = _highs.HighsBasis()
-    hb.col_status = [status(v) for v in basis.cols]
-    hb.row_status = [status(v) for v in basis.rows]
+    hb.col_status = [status[v] for v in basis.cols]
+    hb.row_status = [status[v] for v in basis.rows]
     hb.valid = True
     h.setBasis(hb)
 
