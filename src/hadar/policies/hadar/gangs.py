@@ -54,11 +54,22 @@ def fill(book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray, cou
         cur = value_of(mine, x[i], value[i], int(scale[i]), rate_model)
         for r, k in mine.items():
             flat.free[r] += k
-        offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=rate_model)
-        if offer is not None and offer.utility > cur * (1 + 1e-9):
-            mine = offer.counts
+        if rate_model != "sync" or _may_gain(flat.free, x[i], value[i], int(scale[i]), cur * (1 + 1e-9)):
+            offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=rate_model)
+            if offer is not None and offer.utility > cur * (1 + 1e-9):
+                mine = offer.counts
         flat.take(mine)
         counts[i] = mine
+
+
+def _may_gain(free: IntArray, rates: FloatArray, value: FloatArray, w: int, above: float) -> bool:
+    """Whether some sync placement of ``w`` GPUs out of ``free`` is worth more than ``above``: its
+    slowest type s has ``value[s] > above`` and the types at least as fast as s have ``w`` free."""
+    for s in range(len(rates)):
+        if rates[s] > 0 and value[s] > above and \
+                sum(int(free[r]) for r in range(len(rates)) if rates[r] >= rates[s]) >= w:
+            return True
+    return False
 
 
 def previous_counts(state: SchedulerState) -> Counts:
@@ -92,8 +103,13 @@ def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: In
     waiting: list[int] = []
     critical = (price > 1e-9 * max(float(price.max()), 1e-300)) & (share >= 0.5)
     first = np.zeros(len(share), dtype=int) if first is None else first
-    for i in sorted(range(len(share)), key=lambda i: (-first[i], rank[i] if first[i] == 2 else 0, not critical[i],
-                                                      -round(share[i], 6), -price[i], rank[i])):
+    rounded = np.array([round(v, 6) for v in share.tolist()], dtype=float)
+    # first the jobs the plan finishes (shortest first), then those that never ran, then critical ones,
+    # then by planned share, price and packing order (rank is unique: a total order)
+    for i in np.lexsort((rank, -price, -rounded, ~critical, np.where(first == 2, rank, 0), -first)).tolist():
+        if first[i] == 0 and share[i] < 0.5:
+            waiting.append(i)
+            continue
         got = _planned_gang(book, x[i], value[i], int(scale[i]), plan[i], share[i], first[i], prev.get(i), rate_model)
         if got is None:
             waiting.append(i)

@@ -32,31 +32,40 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from scipy.optimize import Bounds, LinearConstraint, milp
 
 from hadar.arrays import FloatArray, IntArray
+from hadar.policies.hadar import lp
 
 _HOUR = 3600.0
 _SPLIT = 3  # a JCT plan splits this round into so many periods
 #: Branch-and-bound budget of the whole-gang re-plan, in nodes (a work limit, not a time limit: the
 #: answer must not depend on how fast the machine is; the MIPs seen so far solve at the root node).
 _MIP_NODES = 1000
+#: A lean JCT plan (jobs grouped, groups.py): its periods grow faster (fewer periods, fewer columns).
+_LEAN_GROWTH = 5.0
 
 
 @dataclass(frozen=True, slots=True)
 class Work:
     """What is left: whole-job rates ``rates[i, r]`` (steps/s on W GPUs of type r), ``remaining[i]`` steps,
-    gang sizes ``scale[i]`` and ``capacity[r]`` GPUs of each type (free for this decision)."""
+    gang sizes ``scale[i]`` and ``capacity[r]`` GPUs of each type (free for this decision). With
+    ``count``, row i is a group of ``count[i]`` alike jobs (groups.py) that share its work and may
+    run that many gangs at once."""
 
     rates: FloatArray
     remaining: FloatArray
     scale: IntArray
     capacity: IntArray
+    count: FloatArray | None = None
+
+    def gangs(self) -> FloatArray:
+        """Gangs each row may run at once (1 per job; a group's member count)."""
+        return np.ones(self.remaining.size) if self.count is None else self.count
 
     def pairs(self) -> tuple[IntArray, IntArray]:
         """(job, type) index pairs where the job can run and has work left."""
@@ -86,13 +95,13 @@ def horizon_s(work: Work) -> float:
     # capacity rows m + r: sum s_i y_ir - C_r H <= 0; job rows m + n + i: sum_r y_ir - H <= 0
     rows = np.concatenate([rows, m + np.arange(n), m + n + np.arange(m)])
     cols = np.concatenate([cols, np.full(n + m, h)])
-    vals = np.concatenate([vals, -work.capacity.astype(float), -np.ones(m)])
+    vals = np.concatenate([vals, -work.capacity.astype(float), -work.gangs()])
     b = np.concatenate([-(work.remaining > 0).astype(float), np.zeros(n + m)])
-    a = sparse.csr_matrix((vals, (rows, cols)), shape=(m + n + m, k + 1))
+    a = lp.Csc.of(rows, cols, vals, (m + n + m, k + 1))
     c = np.zeros(k + 1)
     c[h] = 1.0
-    res = linprog(c, A_ub=a, b_ub=b, bounds=(0, None), method="highs")
-    if res.status != 0:
+    res = lp.minimize(c, a, b)
+    if res is None:
         return float("inf")
     return float(res.x[h]) * _HOUR
 
@@ -149,27 +158,31 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     over_rows = np.concatenate([2 * m + n + np.arange(n), 2 * m + 2 * n + np.arange(m)])
     rows = np.concatenate([r1, r2, over_rows])
     cols = np.concatenate([c1, c2, np.full(n + m, 2 * k)])
-    vals = np.concatenate([v1, v2, -work.capacity.astype(float), -np.ones(m)])
-    a = sparse.csr_matrix((vals, (rows, cols)), shape=(2 * (m + n) + m, 2 * k + 1))
-    b = np.concatenate([-(work.remaining > 0).astype(float), work.capacity.astype(float), np.ones(m),
-                        work.capacity * later_h, np.full(m, later_h)])
+    g = work.gangs()
+    vals = np.concatenate([v1, v2, -work.capacity.astype(float), -g])
+    a = lp.Csc.of(rows, cols, vals, (2 * (m + n) + m, 2 * k + 1))
+    b = np.concatenate([-(work.remaining > 0).astype(float), work.capacity.astype(float), g,
+                        work.capacity * later_h, g * later_h])
     gain = value[ii, rr]
     c = np.concatenate([-gain, np.zeros(k), [1e3 * (float(np.abs(gain).sum()) + 1.0) / round_h]])
-    upper = np.concatenate([np.ones(k), np.full(k + 1, np.inf)])
+    upper = np.concatenate([g[ii], np.full(k + 1, np.inf)])
     if whole:
         with _stdout_silenced():
-            res = milp(c, constraints=LinearConstraint(a, -np.inf, b), bounds=Bounds(np.zeros(2 * k + 1), upper),
+            res = milp(c, constraints=LinearConstraint(a.sparse(), -np.inf, b),
+                       bounds=Bounds(np.zeros(2 * k + 1), upper),
                        integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"node_limit": _MIP_NODES})
         if res.x is None:
             return None
+        sol = np.asarray(res.x)
         price = np.zeros(m)
     else:
-        res = linprog(c, A_ub=a, b_ub=b, bounds=np.column_stack([np.zeros(2 * k + 1), upper]), method="highs")
-        if res.status != 0:
+        got = lp.minimize(c, a, b, col_upper=upper)
+        if got is None:
             return None
-        price = np.maximum(-np.asarray(res.ineqlin.marginals)[:m], 0.0)
+        sol = got.x
+        price = np.maximum(-got.dual[:m], 0.0)
     x = np.zeros((m, n))
-    x[ii, rr] = np.clip(res.x[:k], 0.0, 1.0)
+    x[ii, rr] = np.clip(sol[:k], 0.0, g[ii])
     return x, price
 
 
@@ -186,12 +199,16 @@ def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = 
     return np.array(out, dtype=float)
 
 
-def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float
-             ) -> tuple[FloatArray, FloatArray] | None:
+def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, lean: bool = False,
+             warm: lp.Warm | None = None, ids: Hashable = None) -> tuple[FloatArray, FloatArray] | None:
     """This round's share ``x[i, r]`` (of the round, on W GPUs of type r) in a fluid plan that
     minimizes the weighted mean time at which the remaining work gets done, all of it within
     ``total_s`` from now, and per job the share of its remaining work the plan does this round
-    (1: it finishes). None if the solver fails.
+    (1: it finishes). None if the solver fails. ``warm``: a warm start (lp.py) from the basis of
+    an earlier plan of the same rows ``ids`` (the rows' names, e.g. job ids), same types and
+    same number of periods. ``lean`` (for rows that are groups of jobs, where
+    the round's gangs are spread over the members afterwards): this round is one period, not three,
+    and the periods grow 5x rather than 3x (about a third of the columns and simplex iterations).
 
     Time is split into periods (``periods_s``: this round in thirds, one more
     round, then longer and longer). Variable ``f[i, r, k]``: the share of job i's remaining work done
@@ -210,30 +227,32 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float
     k = ii.size
     if k == 0:
         return np.zeros((m, n)), np.zeros(m)
-    lens = periods_s(round_s, total_s) / _HOUR
-    p = lens.size
-    mid = np.cumsum(lens) - lens / 2
+    split = 1 if lean else _SPLIT
+    lens = periods_s(round_s, total_s, _LEAN_GROWTH if lean else 3.0, split) / _HOUR
+    p, mid = lens.size, np.cumsum(lens) - lens / 2
     dur = work.remaining[ii] / work.rates[ii, rr] / _HOUR  # hours on W GPUs of r to finish
     live = work.remaining > 0
     # columns f[pair, period] at pair * p + period, then the overrun (hours the last period stretches);
-    # rows: done i, capacity m + r * p + k, job time m + n * p + i * p + k
-    pair = np.repeat(np.arange(k), p)
-    per = np.tile(np.arange(p), k)
-    col = np.arange(k * p)
-    over = k * p
-    rows = [ii[pair], m + rr[pair] * p + per, m + n * p + ii[pair] * p + per,
-            m + np.arange(n) * p + p - 1, m + n * p + np.arange(m) * p + p - 1]
+    # rows as linprog stacks them: capacity r * p + k, job time n * p + i * p + k, then done (one per
+    # job with work left, in job order; every pair's job has work left)
+    pair, per, col, over = np.repeat(np.arange(k), p), np.tile(np.arange(p), k), np.arange(k * p), k * p
+    n_ub, n_eq = n * p + m * p, int(live.sum())
+    rows = [n_ub + (np.cumsum(live) - 1)[ii[pair]], rr[pair] * p + per, n * p + ii[pair] * p + per,
+            np.arange(n) * p + p - 1, n * p + np.arange(m) * p + p - 1]
     cols = [col, col, col, np.full(n, over), np.full(m, over)]
-    vals = [np.ones(k * p), (dur * work.scale[ii])[pair], dur[pair], -work.capacity.astype(float), -np.ones(m)]
-    a = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                          shape=(m + n * p + m * p, k * p + 1))
+    g = work.gangs()
+    vals = [np.ones(k * p), (dur * work.scale[ii])[pair], (dur / g[ii])[pair], -work.capacity.astype(float),
+            -np.ones(m)]
+    a = lp.Csc.of(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
+    weight = weight * g
     c = np.concatenate([weight[ii][pair] * mid[per], [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
-    res = linprog(c, A_ub=a[m:], b_ub=b_ub, A_eq=a[:m][live], b_eq=np.ones(int(live.sum())), bounds=(0, None),
-                  method="highs")
-    if res.status != 0:
+    res = lp.minimize(c, a, np.concatenate([b_ub, np.ones(n_eq)]),
+                      lower=np.concatenate([np.full(b_ub.size, -np.inf), np.ones(n_eq)]), warm=warm,
+                      key=None if ids is None else (ids, p, lean, ii.tobytes(), rr.tobytes(), live.tobytes()))
+    if res is None:
         return None
-    now = res.x[:k * p].reshape(k, p)[:, :_SPLIT].sum(axis=1)
+    now = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)
     x = np.zeros((m, n))
-    x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, 1.0)
+    x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, g[ii])
     return x, np.asarray(np.bincount(ii, weights=now, minlength=m), dtype=float)

@@ -32,13 +32,15 @@ from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import InputError
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits, RateModel
-from hadar.policies.hadar import gangs
+from hadar.policies.hadar import gangs, groups, lp
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
 from hadar.policies.hadar.pricing import PriceBook
 from hadar.policies.hadar.share import shared_slots
 from hadar.policies.hadar.utility import UTILITIES, UtilityContext, make_utility
 from hadar.policies.registry import register
+
+_BASIS = "hadar.plan_basis"  # memo: the JCT plan's last simplex basis (its warm start next round)
 
 
 @register("hadar", "Hadar (IPDPS'24): task-level primal-dual placement each round; jobs may span GPU types")
@@ -73,15 +75,17 @@ class HadarPolicy:
         "keep_short": "the keeper never holds back a job whose remaining time on its best type is at most this many "
                       "rounds: a short job costs the horizon little, and holding it back costs its JCT hours "
                       "(null: off)",
-        "keep_max_jobs": "above this many active jobs the keeper is skipped (its LPs take ~70 ms each at 2,048 "
-                         "jobs)",
+        "keep_max_jobs": "above this many active jobs the keeper is skipped (null: never)",
         "first_round": "a job that never ran goes ahead of every job that has (it starts at the first round "
                        "boundary after it arrives)",
         "plan": "`lp`: the round comes from a fluid plan that minimizes the mean time at which the remaining work "
                 "gets done (keeper.jct_plan), in whole gangs; `pack`: spec section 3's packing alone",
         "plan_total": "the fluid plan's span, as a multiple of the TTD horizon",
-        "plan_max_jobs": "above this many active jobs the plan is skipped (a round with it takes ~60 ms at 128 "
-                         "jobs and ~0.2 s at 256 on 512 GPUs)",
+        "plan_max_jobs": "above this many active jobs the plan is skipped (null: never)",
+        "warm_start": "start the JCT plan's LP from last round's simplex basis (faster; where the LP has ties it "
+                      "may end at another optimum, so results drift from a cold start: off by default)",
+        "lp_jobs": "above this many active jobs the plan's and the keeper's LPs see groups of alike jobs (same "
+                   "rates, gang size and weight, similar work left), at most this many (groups.py)",
         "share": "space sharing: a job left waiting may share the GPUs of a placed job of the same GPU count that "
                  "it packs well with (the table's co-located rates), priced at the host's utility loss "
                  "(docs/packing.md)",
@@ -97,8 +101,9 @@ class HadarPolicy:
                  fill: bool = True, keep_slack: float | None = 0.01, keep_busy: float | None = 0.1,
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
                  keep_short: float | None = 1.0,
-                 keep_max_jobs: int = 1024, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
-                 plan_max_jobs: int = 256, share: bool = False, share_gain: float = 1.0) -> None:
+                 keep_max_jobs: int | None = None, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
+                 plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = False, share: bool = False,
+                 share_gain: float = 1.0) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
         _check(steepness >= 0 and (restart_s is None or restart_s >= 0) and (aging_s is None or aging_s > 0),
@@ -110,8 +115,10 @@ class HadarPolicy:
         _check(keep_quiet >= 0, f"keep_quiet must be >= 0, got {keep_quiet}")
         _check(keep_fair is None or keep_fair >= 1, f"keep_fair must be >= 1, got {keep_fair}")
         _check(keep_short is None or keep_short >= 0, f"keep_short must be >= 0, got {keep_short}")
-        _check(min(keep_whole, keep_max_jobs, plan_max_jobs) >= 0, "job-count limits must be >= 0")
+        _check(min(keep_whole, lp_jobs, _limit(keep_max_jobs), _limit(plan_max_jobs)) >= 0,
+               "job-count limits must be >= 0")
         _check(isinstance(share, bool), f"share must be true or false, got {share!r}")
+        _check(isinstance(warm_start, bool), f"warm_start must be true or false, got {warm_start!r}")
         _check(share_gain >= 0, f"share_gain must be >= 0, got {share_gain}")
         self.utility_name = utility
         self.utility = make_utility(utility, exponent)
@@ -131,8 +138,10 @@ class HadarPolicy:
         self.plan = plan
         self.plan_total = plan_total
         self.plan_max_jobs = plan_max_jobs
+        self.lp_jobs = lp_jobs
         self.share = share
         self.share_gain = share_gain
+        self.warm_start = warm_start
 
     @property
     def traits(self) -> PolicyTraits:
@@ -143,7 +152,8 @@ class HadarPolicy:
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
-        x, scale, value, counts = self.place(state)
+        warm = lp.Warm(state.memo.get(_BASIS)) if self.warm_start else None
+        x, scale, value, counts = self.place(state, warm=warm)
         fractions = np.zeros((m, len(types)))
         for i, c in counts.items():
             for r, k in c.items():
@@ -157,14 +167,16 @@ class HadarPolicy:
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
             state.jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-            pairs=pairs or None)
+            pairs=pairs or None, memo={_BASIS: warm.basis} if warm is not None and warm.basis is not None else {})
 
     def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
-              weight: FloatArray | None = None) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
+              weight: FloatArray | None = None, warm: lp.Warm | None = None
+              ) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
         """The round's placement on a non-empty state: (throughputs x, scale factors, utility values,
         GPU counts per job index and type index). HadarE builds on it: ``busy[r]`` GPUs of type r
         are taken already, the jobs in ``sit_out`` (a boolean mask) are placed already, and
-        utilities are multiplied by ``weight`` (jobs x types)."""
+        utilities are multiplied by ``weight`` (jobs x types). ``warm``: the JCT plan's warm start
+        (lp.py; it receives this plan's basis)."""
         x = state.throughput_matrix()
         scale = state.scale_factors()
         value = self.utility.values(x, self._context(state, scale))
@@ -177,7 +189,7 @@ class HadarPolicy:
         if sit_out is not None and sit_out.any():
             value[sit_out] = 0.0
         taken = {r: int(k) for r, k in enumerate(busy if busy is not None else ()) if k > 0}
-        return x, scale, value, self._pack(state, x, value, scale.astype(int), taken, fresh)
+        return x, scale, value, self._pack(state, x, value, scale.astype(int), taken, fresh, warm)
 
     def _context(self, state: SchedulerState, scale: FloatArray) -> UtilityContext:
         jobs = state.jobs
@@ -191,14 +203,38 @@ class HadarPolicy:
                               arrival, attained, weight)
 
     def _pack(self, state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray,
-              taken: dict[int, int], fresh: BoolArray | None) -> Counts:
-        """Primal-dual pass then fill pass (``taken``: GPUs per type already in use; ``fresh``: the
-        first-round rule's jobs), then the JCT plan and the keeper; job index -> {type index: GPUs}."""
+              taken: dict[int, int], fresh: BoolArray | None, warm: lp.Warm | None) -> Counts:
+        """The JCT plan (or, where it is off or yields nothing, the primal-dual pass then the fill
+        pass), then the keeper (``taken``: GPUs per type already in use; ``fresh``: the first-round
+        rule's jobs); job index -> {type index: GPUs}."""
         book = self.price_book(state, value, scale)
         if book is None:
             return {}
         book.take(taken)
         order = _order(value, scale)
+        m = len(state.jobs)
+        plan = self.plan == "lp" and self.utility_name == "jct" and m <= _limit(self.plan_max_jobs)
+        keep = self.keep_slack is not None and m <= _limit(self.keep_max_jobs)
+        if not (plan or keep):
+            return self._priced(state, book, x, value, scale, order)
+        # the remaining work on the GPUs not taken, and its horizon: one LP shared by the plan and the keeper
+        free = state.capacities().astype(int)
+        for r, k in taken.items():
+            free[r] -= k
+        work = Work(x, state.remaining_steps(), scale, free)
+        grp = groups.group(x, work.remaining, scale, state.priority_weights(), self.lp_jobs)
+        h = horizon_s(groups.lp_work(work, grp))
+        if not np.isfinite(h):
+            return self._priced(state, book, x, value, scale, order)
+        counts = (self._jct_plan(state, value, work, grp, h, order, fresh, warm) if plan else None) or \
+            self._priced(state, book, x, value, scale, order)
+        if keep:
+            counts = self._keep(state, value, work, grp, h, counts, order, fresh)
+        return counts
+
+    def _priced(self, state: SchedulerState, book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray,
+                order: IntArray) -> Counts:
+        """Spec section 3's round: the primal-dual pass in packing ``order`` on ``book``, then the fill pass."""
         prev_counts = gangs.previous_counts(state)
         discount = self._discount(state)
         counts: Counts = {}
@@ -216,22 +252,6 @@ class HadarPolicy:
                 waiting.append(int(i))
         if self.fill and book.free.sum() > 0:
             gangs.fill(book, x, value, scale, counts, waiting, self.rate_model)
-        plan = self.plan == "lp" and self.utility_name == "jct" and len(state.jobs) <= self.plan_max_jobs
-        keep = self.keep_slack is not None and len(state.jobs) <= self.keep_max_jobs
-        if not (plan or keep):
-            return counts
-        # the remaining work on the GPUs not taken, and its horizon: one LP shared by the plan and the keeper
-        free = state.capacities().astype(int)
-        for r, k in taken.items():
-            free[r] -= k
-        work = Work(x, state.remaining_steps(), scale, free)
-        h = horizon_s(work)
-        if not np.isfinite(h):
-            return counts
-        if plan:
-            counts = self._jct_plan(state, value, work, h, order, fresh) or counts
-        if keep:
-            counts = self._keep(state, value, work, h, counts, order, fresh)
         return counts
 
     def _discount(self, state: SchedulerState) -> FloatArray:
@@ -247,8 +267,8 @@ class HadarPolicy:
         fresh = np.array([j.attained_gpu_s <= 0 for j in state.jobs])
         return fresh if fresh.any() and not fresh.all() else None
 
-    def _keep(self, state: SchedulerState, value: FloatArray, work: Work, h: float, counts: Counts,
-              order: IntArray, fresh: BoolArray | None) -> Counts:
+    def _keep(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
+              counts: Counts, order: IntArray, fresh: BoolArray | None) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
         ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
         ``_shielded`` from it go first in the re-planned round."""
@@ -257,21 +277,24 @@ class HadarPolicy:
         if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
             slack = max(slack, self.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
         allowed = h - state.round_s * (1.0 - slack)
-        packed = horizon_s(Work(x, work.remaining - work.progress(counts, state.round_s), scale, free))
+        packed = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s)))
         if packed <= allowed * (1 + 1e-6) + 1e-6:
             return counts
         # whole gangs when every job can run at once and only the types are in question (the end of a
         # drain); where jobs compete for GPUs, a whole-gang round that must keep pace would, round after
         # round, trade every job's completion for the last one's: the fractional plan keeps pace over rounds
         endgame = len(state.jobs) <= self.keep_whole and scale.sum() <= free.sum()
-        got = round_plan(work, value, state.round_s, allowed, whole=True) if endgame else None
+        lpw, lpv = groups.lp_work(work, grp), value if grp is None else grp.mean_rows(value)
+        got = round_plan(lpw, lpv, state.round_s, allowed, whole=True) if endgame else None
         if got is None:
-            got = round_plan(work, value, state.round_s, allowed)
+            got = round_plan(lpw, lpv, state.round_s, allowed)
         if got is None:
             return counts
-        kept = gangs.from_plan(state, x, value, scale, free, got[0], got[1], order, self.rate_model,
+        share, price = got if grp is None else (groups.spread(grp, got[0], x, work.remaining, state.round_s)[0],
+                                                got[1][grp.index])
+        kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model,
                                self._shielded(state, work, fresh))
-        rounded = horizon_s(Work(x, work.remaining - work.progress(kept, state.round_s), scale, free))
+        rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)))
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
     def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None) -> IntArray | None:
@@ -295,15 +318,18 @@ class HadarPolicy:
             out = np.maximum(out, fresh.astype(int))
         return out if out.any() else None
 
-    def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, h: float, order: IntArray,
-                  fresh: BoolArray | None) -> Counts | None:
+    def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
+                  order: IntArray, fresh: BoolArray | None, warm: lp.Warm | None) -> Counts | None:
         """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
         horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
         (``first_round``) first, then by planned share."""
-        got = jct_plan(work, state.priority_weights(), state.round_s, h * self.plan_total)
+        weight = state.priority_weights()
+        got = jct_plan(groups.lp_work(work, grp), weight if grp is None else grp.first_rows(weight), state.round_s,
+                       h * self.plan_total, lean=grp is not None, warm=warm,
+                       ids=(tuple(state.job_ids), None if grp is None else grp.index.tobytes()))
         if got is None:
             return None
-        plan, now = got
+        plan, now = got if grp is None else groups.spread(grp, got[0], work.rates, work.remaining, state.round_s)
         first = 2 * (now >= 1.0 - 1e-6)  # the plan finishes these this round, in however little of it
         if fresh is not None:
             first = np.maximum(first, fresh)
@@ -327,6 +353,10 @@ def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:
     regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
     out: IntArray = np.lexsort((-regret, -per_gpu))
     return out
+
+
+def _limit(v: int | None) -> int | float:
+    return float("inf") if v is None else v
 
 
 def _check(ok: bool, message: str) -> None:

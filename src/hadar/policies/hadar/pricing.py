@@ -47,6 +47,11 @@ class PriceBook:
         taken = self.capacity[r] - self.free[r] + nth
         return float(self._curve[r][taken]) if nth < self.free[r] else float("inf")
 
+    def curve(self, r: int) -> FloatArray:
+        """Prices of type r's GPUs in the order they are taken (the i-th entry: the (i+1)-th GPU)."""
+        out: FloatArray = self._curve[r]
+        return out
+
     def take(self, counts: dict[int, int]) -> None:
         for r, k in counts.items():
             if k > self.free[r]:
@@ -74,22 +79,31 @@ class Offer:
 
 def _cheapest(book: PriceBook, allowed: list[int], w: int, free: IntArray | None = None,
               prefer: FloatArray | None = None) -> tuple[dict[int, int], float] | None:
-    """The ``w`` cheapest free GPUs among ``allowed`` types (counts, total price); ties go to ``prefer`` order."""
+    """The ``w`` cheapest free GPUs among ``allowed`` types (counts, total price); ties go to ``prefer`` order.
+
+    Each type's prices rise with every GPU taken, so this merges the types' next ``w`` prices,
+    cheapest first, an equal price going to the type first in order."""
     avail = book.free if free is None else free
     if sum(int(avail[r]) for r in allowed) < w:
         return None
+    order = allowed if prefer is None else sorted(allowed, key=lambda r: -prefer[r])
+    heads: list[list[float]] = []
+    for r in order:
+        a = min(int(avail[r]), w)
+        own = max(min(a, int(book.free[r])), 0)
+        taken = int(book.capacity[r] - book.free[r])
+        heads.append(book.curve(r)[taken:taken + own].tolist() + [float("inf")] * (a - own))
+    pos = [0] * len(order)
     counts: dict[int, int] = {}
     cost = 0.0
-    order = allowed if prefer is None else sorted(allowed, key=lambda r: -prefer[r])
     for _ in range(w):
-        best_r, best_p = -1, float("inf")
-        for r in order:
-            k = counts.get(r, 0)
-            if k >= avail[r]:
-                continue
-            p = book.price(r, k)
-            if p < best_p:
-                best_r, best_p = r, p
+        best_j, best_p = -1, float("inf")
+        for j, prices in enumerate(heads):
+            if pos[j] < len(prices) and prices[pos[j]] < best_p:
+                best_j, best_p = j, prices[pos[j]]
+        best_r = order[best_j] if best_j >= 0 else -1
+        if best_j >= 0:
+            pos[best_j] += 1
         counts[best_r] = counts.get(best_r, 0) + 1
         cost += best_p
     return counts, cost
