@@ -236,9 +236,13 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> int:
     try:
-        sys.exit(main())
+        return main()
     except HadarError as e:
         print(f"bench_sia: {e}", file=sys.stderr)
-        sys.exit(2)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
