@@ -74,7 +74,8 @@ def hadar_runs(folder: Path, policies: tuple[str, ...], profiles: Any) -> dict[s
         run = simulate(read_jobs(folder / "trace.csv"), parse_cluster(str(folder / "cluster.yaml")), table, p,
                        profiles=profiles)
         out[p] = {"avg_jct_h": run.summary["avg_jct_s"] / 3600, "p99_jct_h": run.summary["p99_jct_s"] / 3600,
-                  "makespan_h": run.summary["makespan_s"] / 3600, "wall_s": time.perf_counter() - t0}
+                  "makespan_h": run.summary["makespan_s"] / 3600, "restarts": run.summary.get("restarts"),
+                  "wall_s": time.perf_counter() - t0}
     return out
 
 
