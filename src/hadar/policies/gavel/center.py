@@ -35,8 +35,11 @@ the optional global floor), solved with the Woodbury identity in O(m n^3).
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -170,10 +173,37 @@ def _newton_step(p: _Prep, sl: _Slacks) -> tuple[FloatArray, float]:
     v = p.v
     sol = cholesky_solve(hess, np.concatenate([-grad[:, :, None], v], axis=2))
     b_g, b_v = sol[:, :, 0], sol[:, :, 1:]
-    small = np.diag(1.0 / dcoef) + np.einsum("mnr,mnq->rq", v, b_v)
-    w = cholesky_solve(small[None], np.einsum("mnr,mn->r", v, b_g)[None])[0]
-    dx = (b_g - np.einsum("mnr,r->mn", b_v, w)) * act
+    small = np.diag(1.0 / dcoef) + _running_sum(v[:, :, :, None] * b_v[:, :, None, :])
+    w = cholesky_solve(small[None], _running_sum(v * b_g[:, :, None])[None])[0]
+    dx = (b_g - _two_lanes(b_v * w)) * act
     return dx, float(-(grad * dx).sum())
+
+
+def _running_sum(terms: FloatArray) -> FloatArray:
+    """``terms.sum(axis=(0, 1))`` added in index order (what ``einsum("mnr,mnq->rq")`` did here)."""
+    out: FloatArray = np.cumsum(terms.reshape((-1, *terms.shape[2:])), axis=0)[-1]
+    return out
+
+
+def _two_lanes(prod: FloatArray) -> FloatArray:
+    """``prod.sum(axis=2)`` in the order of ``einsum("mnr,r->mn")`` (what this code called before):
+    NumPy builds its einsum kernels for the x86-64 baseline, two lanes of multiply-then-add, blocks
+    of 8 added last to first, then pairs, then the two lanes, then 0.0 plus that."""
+    r = prod.shape[2]
+    l0, l1 = np.zeros(prod.shape[:2]), np.zeros(prod.shape[:2])
+    i = 0
+    while r - i >= 8:
+        a0, a1 = prod[:, :, i + 6] + l0, prod[:, :, i + 7] + l1
+        a0, a1 = prod[:, :, i + 4] + a0, prod[:, :, i + 5] + a1
+        a0, a1 = prod[:, :, i + 2] + a0, prod[:, :, i + 3] + a1
+        l0, l1 = prod[:, :, i] + a0, prod[:, :, i + 1] + a1
+        i += 8
+    while i < r:
+        l0 = prod[:, :, i] + l0
+        l1 = (prod[:, :, i + 1] if i + 1 < r else 0.0) + l1
+        i += 2
+    out: FloatArray = 0.0 + (l0 + l1)
+    return out
 
 
 def _max_step(p: _Prep, dx: FloatArray, sl: _Slacks) -> float:
@@ -201,7 +231,44 @@ def analytic_center(face: Face, x0: FloatArray) -> FloatArray:
     Stops at a Newton decrement of ``_DECREMENT_TOL`` or once quadratic
     convergence stalls at round-off (decrement below ``_STALL_DECREMENT`` and
     no longer shrinking): every slack is then within ~0.1 % of its optimum.
+    Runs the compiled kernels of ``center_jit`` (the same point to the bit)
+    where they cover the face, Numba is installed and this process has
+    centered ``JIT_AFTER`` faces already, else :func:`center_numpy`.
     """
+    jit = _kernels()
+    if jit is not None and jit.fits(face):
+        out: FloatArray = jit.analytic_center(face, x0)
+        return out
+    return center_numpy(face, x0)
+
+
+#: Centerings a process runs in NumPy before it loads the kernels: importing Numba and loading the
+#: compiled kernels from its cache take about 0.8 s, what some 250 centerings save (quick window of
+#: docs/results.md, "Simulator speed"); a short run never pays it.
+JIT_AFTER = 256
+_calls = [0]
+
+
+def _kernels() -> ModuleType | None:
+    if _calls[0] < JIT_AFTER:
+        _calls[0] += 1
+        return None
+    return _load_kernels()
+
+
+@functools.cache
+def _load_kernels() -> ModuleType | None:
+    if os.environ.get("HADAR_NO_JIT"):
+        return None
+    try:
+        from hadar.policies.gavel import center_jit
+    except ImportError:  # no Numba: the NumPy code below, same results
+        return None
+    return center_jit
+
+
+def center_numpy(face: Face, x0: FloatArray) -> FloatArray:
+    """:func:`analytic_center` in NumPy (the reference the kernels are tested against)."""
     p = _Prep.of(face)
     x = np.where(face.active, x0, 0.0)
     sl = _slacks(p, x)

@@ -1,0 +1,107 @@
+"""The compiled centering (gavel.center_jit) returns NumPy's point to the bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hadar.policies.gavel import center, center_jit
+from hadar.policies.gavel.center import Face, blend_start, center_numpy, interior_point
+from hadar.policies.gavel.common import Inputs
+from hadar.policies.gavel.max_min import solve_max_min
+
+
+@pytest.mark.parametrize("n", [*range(1, 140), 255, 256, 257, 511, 700, 1024, 1500, 4096])
+def test_pairwise_sums_match_numpy(n):
+    rng = np.random.default_rng(n)
+    v = rng.standard_normal(n) * np.exp(4.0 * rng.standard_normal(n))
+    assert center_jit._all_sum(v) == v.sum()
+    assert center_jit._row_sum(v.reshape(1, n), 0) == v.reshape(1, n).sum(axis=1)[0]
+
+
+def _random_face(rng: np.random.Generator, m: int, n: int, *, glob: bool) -> tuple[Face, np.ndarray]:
+    active = rng.random((m, n)) < 0.8
+    active[:, 0] = True
+    caps = rng.integers(1, 20, n).astype(float)
+    if n > 1 and rng.random() < 0.3:
+        caps[-1] = 0.0  # a type with every node down: no variables there
+        active[:, -1] = False
+    a = np.where(active, rng.uniform(0.1, 3.0, (m, n)), 0.0)
+    k, s = rng.integers(1, 4, m).astype(float), rng.choice([1.0, 2.0, 4.0], m)
+    probe = Face(a, np.full(m, -np.inf), k, s, caps, active)
+    x_in = interior_point(probe)
+    u = (a * x_in).sum(axis=1)
+    g = np.where(rng.random(m) < 0.7, u * rng.uniform(0.5, 1.5, m), -np.inf)  # some floors above the start
+    c = c_floor = None
+    if glob:
+        c = rng.uniform(0.0, 1.0, (m, n))
+        c_floor = 0.5 * float((k[:, None] * c * x_in).sum())
+    face = Face(a, np.minimum(g, np.where(np.isfinite(g), 0.999 * u, g)) if rng.random() < 0.5 else g, k, s,
+                caps, active, c=c, c_floor=c_floor or 0.0)
+    x_opt = np.where(active, rng.uniform(0.0, 1.0, (m, n)), 0.0)
+    return face, x_opt
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_kernels_match_numpy_on_random_faces(seed):
+    rng = np.random.default_rng(seed)
+    m, n = int(rng.integers(1, 40)), int(rng.integers(1, 8))
+    face, x_opt = _random_face(rng, m, n, glob=seed % 3 == 0)
+    try:
+        x0 = blend_start(face, x_opt)
+    except Exception:  # an empty face at these floors: nothing to center
+        face = Face(face.a, np.full(m, -np.inf), face.k, face.s, face.capacities, face.active, c=face.c)
+        x0 = blend_start(face, x_opt)
+    assert center_jit.fits(face)
+    expected = center_numpy(face, x0)
+    got = center_jit.analytic_center(face, x0)
+    assert got.tobytes() == expected.tobytes()
+
+
+def test_kernels_match_numpy_on_max_min_problems(monkeypatch):
+    """Real max-min LPs (degenerate optimal faces, multiplicities): every centering agrees."""
+    seen = []
+
+    def both(face: Face, x0: np.ndarray) -> np.ndarray:
+        expected = center_numpy(face, x0)
+        got = center_jit.analytic_center(face, x0)
+        seen.append(got.tobytes() == expected.tobytes())
+        return expected
+
+    monkeypatch.setattr(center, "analytic_center", both)
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        m, n = int(rng.integers(2, 60)), int(rng.integers(1, 5))
+        tp = rng.choice([0.0, 0.5, 1.0, 1.7, 3.2], (m, n), p=[0.15, 0.2, 0.3, 0.2, 0.15])
+        tp[:, 0] = np.maximum(tp[:, 0], 0.5)
+        inp = Inputs(throughputs=tp, scale_factors=rng.choice([1.0, 2.0, 4.0], m), weights=np.ones(m),
+                     remaining=np.ones(m), age_s=np.zeros(m), capacities=rng.integers(1, 30, n).astype(float),
+                     active=tp > 0)
+        solve_max_min(tp * (1.0 / (tp.sum(axis=1) + 1.0))[:, None], inp)
+    assert len(seen) >= 25 and all(seen)
+
+
+def test_faces_outside_the_kernels_run_numpy():
+    face = Face(np.ones((2, 9)), np.full(2, -np.inf), np.ones(2), np.ones(2), np.full(9, 4.0),
+                np.ones((2, 9), dtype=bool))
+    assert center_jit.fits(face)
+    assert not center_jit.fits(Face(np.ones((1, 2)), np.zeros(1), np.ones(1), np.ones(1), np.ones(2),
+                                    np.ones((1, 2), dtype=bool), socp=True))
+    big = Face(np.ones((1100, 4)), np.full(1100, -np.inf), np.ones(1100), np.ones(1100), np.full(4, 1e4),
+               np.ones((1100, 4), dtype=bool))
+    assert not center_jit.fits(big)
+    x = center.analytic_center(face, interior_point(face))  # capacity to spare: the simplex's center
+    assert x == pytest.approx(np.full((2, 9), 0.1), abs=1e-3)  # (the capacity rows pull a little)
+    assert center_jit.analytic_center(face, interior_point(face)).tobytes() == x.tobytes()
+
+
+def test_einsum_order_is_what_the_code_computed_before():
+    """The Newton step's contractions in the order ``einsum`` summed them (NumPy 2.x, x86-64)."""
+    rng = np.random.default_rng(3)
+    for r in range(1, 12):
+        b_v = (rng.standard_normal((9, 4, 1 + r)) * np.exp(4.0 * rng.standard_normal((9, 4, 1 + r))))[:, :, 1:]
+        w = rng.standard_normal(r)
+        assert center._two_lanes(b_v * w).tobytes() == np.einsum("mnr,r->mn", b_v, w).tobytes()
+        v = rng.random((9, 4, r))
+        assert center._running_sum(v[:, :, :, None] * b_v[:, :, None, :]).tobytes() == \
+            np.einsum("mnr,mnq->rq", v, b_v).tobytes()
