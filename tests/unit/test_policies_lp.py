@@ -177,3 +177,14 @@ def test_without_the_binding_linprog_gives_the_same_point(monkeypatch):
     fallback = highs.solve_highs(*args)
     assert direct.status == fallback.status == 0
     assert direct.x.tobytes() == fallback.x.tobytes() and direct.fun == fallback.fun == -8.0
+
+
+def test_unique_rows_is_numpys_unique():
+    rng = np.random.default_rng(11)
+    for m in (1, 2, 7, 60, 300):
+        base = rng.choice([0.0, -0.0, 0.5, 1.0, 2.5, 1e-300], (9, 5))
+        feats = base[rng.integers(0, 9, m)]
+        _, first, inverse, counts = np.unique(feats, axis=0, return_index=True, return_inverse=True,
+                                              return_counts=True)
+        got = unique_rows(feats)
+        assert [a.tolist() for a in got] == [first.tolist(), inverse.reshape(-1).tolist(), counts.tolist()]
