@@ -105,3 +105,16 @@ def test_einsum_order_is_what_the_code_computed_before():
         v = rng.random((9, 4, r))
         assert center._running_sum(v[:, :, :, None] * b_v[:, :, None, :]).tobytes() == \
             np.einsum("mnr,mnq->rq", v, b_v).tobytes()
+
+
+def test_dispatch_uses_the_kernels_after_the_first_centerings(monkeypatch):
+    center._load_kernels.cache_clear()
+    assert center._load_kernels() is center_jit  # its self-check on a small face passed
+    monkeypatch.setattr(center, "_calls", [0])
+    assert center._kernels() is None  # a short run stays in NumPy
+    monkeypatch.setattr(center, "_calls", [center.JIT_AFTER])
+    assert center._kernels() is center_jit
+    monkeypatch.setenv("HADAR_NO_JIT", "1")
+    center._load_kernels.cache_clear()
+    assert center._kernels() is None
+    center._load_kernels.cache_clear()

@@ -258,11 +258,23 @@ def _kernels() -> ModuleType | None:
 
 @functools.cache
 def _load_kernels() -> ModuleType | None:
+    """The kernels, once they have centered a small face to the bit as NumPy does; None without
+    Numba, with ``HADAR_NO_JIT`` set, or where they fail to compile, cache or agree (NumPy then)."""
     if os.environ.get("HADAR_NO_JIT"):
         return None
     try:
         from hadar.policies.gavel import center_jit
-    except ImportError:  # no Numba: the NumPy code below, same results
+
+        rows = np.arange(1.0, 4.0)
+        face = Face(np.outer(rows, [1.0, 0.5, 2.0]), 0.02 * rows, rows, np.ones(3), np.array([2.0, 0.0, 3.0]),
+                    np.array([[True, False, True], [True, False, True], [False, False, True]]))
+        x0 = interior_point(face)
+        agrees = center_jit.analytic_center(face, x0).tobytes() == center_numpy(face, x0).tobytes()
+    except Exception as e:  # no Numba, or it cannot compile or cache here: the NumPy code, same results
+        log.debug("centering kernels not used: %s", e)
+        return None
+    if not agrees:
+        log.warning("centering kernels disagree with NumPy on this machine; using NumPy")
         return None
     return center_jit
 
