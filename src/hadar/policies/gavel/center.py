@@ -31,6 +31,10 @@ sum_j x_ij <= 1; a_i . x_i >= g_i; optionally sum k_i c_ij x_ij >= c_floor}``
 with rows = job classes of multiplicity ``k_i``. The Newton system is
 block-diagonal per row (n x n) plus a rank-(n+1) coupling (capacities and
 the optional global floor), solved with the Woodbury identity in O(m n^3).
+
+The Newton loop also exists compiled (``center_jit.py``, Numba), with the same
+operations in the same order: :func:`analytic_center` uses it once a process
+has centered ``JIT_AFTER`` faces, and the point is the same to the bit.
 """
 
 from __future__ import annotations
@@ -242,10 +246,11 @@ def analytic_center(face: Face, x0: FloatArray) -> FloatArray:
     return center_numpy(face, x0)
 
 
-#: Centerings a process runs in NumPy before it loads the kernels: importing Numba and loading the
-#: compiled kernels from its cache take about 0.8 s, what some 250 centerings save (quick window of
-#: docs/results.md, "Simulator speed"); a short run never pays it.
-JIT_AFTER = 256
+#: Centerings a process runs in NumPy before it loads the kernels: importing Numba, loading the
+#: compiled kernels from its cache and checking them take 0.4-0.8 s, what 130-250 centerings of the
+#: steady-state workload save (docs/results.md, "Simulator speed"); the bundled traces' runs (3-31
+#: re-solves) never pay it.
+JIT_AFTER = 128
 _calls = [0]
 
 
