@@ -188,3 +188,14 @@ def test_unique_rows_is_numpys_unique():
                                               return_counts=True)
         got = unique_rows(feats)
         assert [a.tolist() for a in got] == [first.tolist(), inverse.reshape(-1).tolist(), counts.tolist()]
+
+
+def test_scale_to_unit_divides_by_numpys_median():
+    rng = np.random.default_rng(5)
+    for m in range(1, 40):
+        coef = rng.choice([0.0, 0.3, 1.0, 2.7], (m, 3)) * rng.uniform(0.5, 2.0, (m, 3))
+        row_max = coef.max(axis=1)
+        positive = row_max[row_max > 0]
+        expected = 1.0 / float(np.median(positive)) if positive.size else 1.0
+        scaled, factor = scale_to_unit(coef)
+        assert factor == expected and scaled.tobytes() == (coef * expected).tobytes()

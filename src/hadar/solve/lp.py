@@ -213,6 +213,11 @@ def maxmin_matrix(var: Variables, coef: FloatArray, weights: FloatArray, free_ro
 def scale_to_unit(coef: FloatArray) -> tuple[FloatArray, float]:
     """Rescale ``coef`` by one positive factor so its typical row maximum is 1 (better HiGHS numerics)."""
     row_max = coef.max(axis=1) if coef.size else np.zeros(0)
-    positive = row_max[row_max > 0]
-    factor = 1.0 / float(np.median(positive)) if positive.size else 1.0
+    positive = sorted(row_max[row_max > 0].tolist())
+    if not positive:
+        return coef * 1.0, 1.0
+    half = len(positive) // 2
+    # np.median's value (the middle entry, or the mean of the two middle ones), without its overhead
+    median = positive[half] if len(positive) % 2 else (positive[half - 1] + positive[half]) / 2.0
+    factor = 1.0 / median
     return coef * factor, factor
