@@ -53,15 +53,14 @@ def _pairwise_block(v: FloatArray, lo: int, n: int) -> float:  # pragma: no cove
         for i in range(lo, lo + n):
             res += v[i]
         return res
-    r = np.empty(8)
-    for j in range(8):
-        r[j] = v[lo + j]
+    r0, r1, r2, r3, r4, r5, r6, r7 = v[lo], v[lo + 1], v[lo + 2], v[lo + 3], v[lo + 4], v[lo + 5], v[lo + 6], v[lo + 7]
     i = 8
     while i < n - (n % 8):
-        for j in range(8):
-            r[j] += v[lo + i + j]
+        k = lo + i
+        r0, r1, r2, r3 = r0 + v[k], r1 + v[k + 1], r2 + v[k + 2], r3 + v[k + 3]
+        r4, r5, r6, r7 = r4 + v[k + 4], r5 + v[k + 5], r6 + v[k + 6], r7 + v[k + 7]
         i += 8
-    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
     while i < n:
         res += v[lo + i]
         i += 1
@@ -198,10 +197,10 @@ def barrier(logs: FloatArray, rows: FloatArray, m: int, n: int) -> float:  # pra
 
 
 @_compiled
-def _cholesky(h: FloatArray, b: FloatArray) -> bool:  # pragma: no cover - compiled
-    """``numeric.cholesky_solve`` of one (n, n) ``h`` in place of ``b`` (n, r); False if not SPD."""
+def _cholesky(h: FloatArray, b: FloatArray, low: FloatArray) -> bool:  # pragma: no cover - compiled
+    """``numeric.cholesky_solve`` of one (n, n) ``h`` in place of ``b`` (n, r); False if not SPD.
+    ``low`` (n, n) is scratch space for the factor."""
     n, r = b.shape
-    low = np.zeros((n, n))
     for j in range(n):
         acc = h[j, j]
         for k in range(j):
@@ -276,7 +275,7 @@ def _woodbury(v: FloatArray, b_g: FloatArray, b_v: FloatArray, sl: FloatArray, m
             for j in range(n):
                 acc += v[i, j, p] * b_g[i, j]
         rhs[p, 0] = acc
-    ok = _cholesky(small, rhs)
+    ok = _cholesky(small, rhs, np.empty((r, r)))
     return rhs[:, 0], ok
 
 
@@ -290,14 +289,14 @@ def direction(x: FloatArray, sl: FloatArray, a: FloatArray, act: FloatArray, kc:
     v = np.empty((m, n, r))
     b_g = np.empty((m, n))
     b_v = np.empty((m, n, r))
-    hess = np.empty((n, n))
+    hess, low = np.empty((n, n)), np.empty((n, n))
     rhs = np.empty((n, 1 + r))
     for i in range(m):
         _hessian_rhs(x, sl, a, act, cvec, rows, has_c, i, hess, rhs, grad)
         for p in range(n):
             for q in range(r):
                 v[i, p, q] = rhs[p, 1 + q]
-        if not _cholesky(hess, rhs):
+        if not _cholesky(hess, rhs, low):
             return grad, 0.0, 0.0, False
         for p in range(n):
             b_g[i, p] = rhs[p, 0]
