@@ -159,11 +159,33 @@ def test_keep_fair_shields_jobs_that_never_ran_or_fell_behind() -> None:
     st = state([{"rates": {"v100": 1.0}, "total": 3600.0, "remaining": 1800.0},
                 {"rates": {"v100": 1.0}, "total": 36000.0, "remaining": 32400.0},
                 {"rates": {"v100": 1.0}, "total": 3600.0, "arrival": 7000.0}], {"v100": 2}, now=7200.0)
-    pol = create("hadar", keep_fair=1.5)
+    pol = create("hadar", keep_fair=1.5, keep_own=None)
     work = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([2]))
+    h = horizon_s(work)  # job 1 alone sets it: 32,400 s on its own, more than the 37,800 GPU-s of all on 2 GPUs
+    assert h == pytest.approx(32400.0)
     fresh = np.array([False, False, True])
-    assert pol._shielded(st, work, fresh).tolist() == [1, 0, 1]
-    # by default only keep_short's: jobs with at most a round left (none here) and, with it, those that never ran
-    assert create("hadar")._shielded(st, work, fresh).tolist() == [0, 0, 1]
-    assert create("hadar", keep_short=5.0)._shielded(st, work, fresh).tolist() == [1, 0, 1]  # 1800 s <= 5 rounds
-    assert create("hadar", keep_short=None)._shielded(st, work, fresh) is None  # off: the keeper holds back anyone
+    assert pol._shielded(st, work, fresh, h).tolist() == [1, 0, 1]
+    # keep_short alone: jobs with at most a round left (none here) and, with it, those that never ran
+    assert create("hadar", keep_own=None)._shielded(st, work, fresh, h).tolist() == [0, 0, 1]
+    assert create("hadar", keep_short=5.0, keep_own=None)._shielded(st, work, fresh, h).tolist() == [1, 0, 1]
+    assert create("hadar", keep_short=None, keep_own=None)._shielded(st, work, fresh, h) is None  # holds back anyone
+
+
+def test_keep_own_shields_jobs_far_shorter_than_the_job_that_sets_the_horizon() -> None:
+    from tests.unit._policy_states import state
+
+    with pytest.raises(InputError):
+        create("hadar", keep_own=-0.5)
+    # job 1 (9 h left) alone sets the horizon on 2 GPUs; job 0 (0.5 h left) and job 2 (1 h, never ran)
+    # are at most half of it: by default the keeper holds back neither (the drain waits for job 1 anyway)
+    st = state([{"rates": {"v100": 1.0}, "total": 3600.0, "remaining": 1800.0},
+                {"rates": {"v100": 1.0}, "total": 36000.0, "remaining": 32400.0},
+                {"rates": {"v100": 1.0}, "total": 3600.0, "arrival": 7000.0}], {"v100": 2}, now=7200.0)
+    fresh = np.array([False, False, True])
+    two = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([2]))
+    assert create("hadar")._shielded(st, two, fresh, horizon_s(two)).tolist() == [1, 0, 1]
+    assert create("hadar", keep_own=0.01)._shielded(st, two, fresh, horizon_s(two)).tolist() == [0, 0, 1]
+    # on one GPU all the work sets the horizon (37,800 s > 1.05 x 32,400 s): only the job that never ran
+    one = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([1]))
+    assert horizon_s(one) == pytest.approx(37800.0)
+    assert create("hadar")._shielded(st, one, fresh, horizon_s(one)).tolist() == [0, 0, 1]

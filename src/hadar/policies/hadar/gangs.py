@@ -93,7 +93,8 @@ def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: In
     the jobs the LP prices as critical (the horizon needs them) first, then by planned share and
     packing ``order``; each on its planned type (its previous one if the plan mostly agrees, else
     the largest share); leftover GPUs go through the fill pass. ``first``: 2 = the plan finishes
-    the job this round (they go first, shortest first), 1 = it never ran (next)."""
+    the job this round (they go first), 1 = it never ran or the keeper may not hold it back (next);
+    each of the two in packing ``order`` (shortest first for the ``jct`` utility)."""
     book = PriceBook(free, 1.0, 1.0, 0.0)
     prev = previous_counts(state)
     rank = np.empty(len(order), dtype=int)
@@ -104,9 +105,9 @@ def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: In
     critical = (price > 1e-9 * max(float(price.max()), 1e-300)) & (share >= 0.5)
     first = np.zeros(len(share), dtype=int) if first is None else first
     rounded = np.array([round(v, 6) for v in share.tolist()], dtype=float)
-    # first the jobs the plan finishes (shortest first), then those that never ran, then critical ones,
-    # then by planned share, price and packing order (rank is unique: a total order)
-    for i in np.lexsort((rank, -price, -rounded, ~critical, np.where(first == 2, rank, 0), -first)).tolist():
+    # first the jobs the plan finishes, then those that never ran or are shielded (each in packing order),
+    # then critical ones, then by planned share, price and packing order (rank is unique: a total order)
+    for i in np.lexsort((rank, -price, -rounded, ~critical, np.where(first > 0, rank, 0), -first)).tolist():
         if first[i] == 0 and share[i] < 0.5:
             waiting.append(i)
             continue

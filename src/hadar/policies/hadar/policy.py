@@ -75,6 +75,9 @@ class HadarPolicy:
         "keep_short": "the keeper never holds back a job whose remaining time on its best type is at most this many "
                       "rounds: a short job costs the horizon little, and holding it back costs its JCT hours "
                       "(null: off)",
+        "keep_own": "when one job's own length sets the horizon (the horizon is at most 1.05x the longest remaining "
+                    "best-type time), the keeper never holds back a job whose remaining best-type time is at most "
+                    "this share of the horizon: the drain waits for that job anyway (null: off)",
         "keep_max_jobs": "above this many active jobs the keeper is skipped (null: never)",
         "first_round": "a job that never ran goes ahead of every job that has (it starts at the first round "
                        "boundary after it arrives)",
@@ -100,7 +103,7 @@ class HadarPolicy:
                  exponent: float = 1.0, aging_s: float | None = None, restart_s: float | None = None,
                  fill: bool = True, keep_slack: float | None = 0.01, keep_busy: float | None = 0.1,
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
-                 keep_short: float | None = 1.0,
+                 keep_short: float | None = 1.0, keep_own: float | None = 0.5,
                  keep_max_jobs: int | None = None, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
                  plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = False, share: bool = False,
                  share_gain: float = 1.0) -> None:
@@ -114,7 +117,8 @@ class HadarPolicy:
             _check(v is None or 0 <= v < 1, f"{key} must be in [0, 1), got {v}")
         _check(keep_quiet >= 0, f"keep_quiet must be >= 0, got {keep_quiet}")
         _check(keep_fair is None or keep_fair >= 1, f"keep_fair must be >= 1, got {keep_fair}")
-        _check(keep_short is None or keep_short >= 0, f"keep_short must be >= 0, got {keep_short}")
+        for key, v in (("keep_short", keep_short), ("keep_own", keep_own)):
+            _check(v is None or v >= 0, f"{key} must be >= 0, got {v}")
         _check(min(keep_whole, lp_jobs, _limit(keep_max_jobs), _limit(plan_max_jobs)) >= 0,
                "job-count limits must be >= 0")
         _check(isinstance(share, bool), f"share must be true or false, got {share!r}")
@@ -133,6 +137,7 @@ class HadarPolicy:
         self.keep_whole = keep_whole
         self.keep_fair = keep_fair
         self.keep_short = keep_short
+        self.keep_own = keep_own
         self.keep_max_jobs = keep_max_jobs
         self.first_round = first_round
         self.plan = plan
@@ -293,22 +298,25 @@ class HadarPolicy:
         share, price = got if grp is None else (groups.spread(grp, got[0], x, work.remaining, state.round_s)[0],
                                                 got[1][grp.index])
         kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model,
-                               self._shielded(state, work, fresh))
+                               self._shielded(state, work, fresh, h))
         rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)))
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
-    def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None) -> IntArray | None:
+    def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float) -> IntArray | None:
         """Jobs the keeper may not hold back (1, else 0; None: none): with ``keep_short`` set, those
-        whose remaining best-type time is at most ``keep_short`` rounds; with ``keep_fair`` set, those
+        whose remaining best-type time is at most ``keep_short`` rounds; with ``keep_own`` set and the
+        horizon ``h`` set by one job's own length, those with at most ``keep_own`` x h left; with ``keep_fair`` set, those
         whose finish-time fairness so far, (now - arrival + remaining best-type time) / best-type time of
         the whole job, exceeds ``keep_fair``; with either, those that never ran (``first_round``)."""
-        if self.keep_fair is None and self.keep_short is None:
+        if self.keep_fair is None and self.keep_short is None and self.keep_own is None:
             return None
         best = np.where(work.rates.max(axis=1) > 0, work.rates.max(axis=1), np.inf)
         left = work.remaining / best
         out = np.zeros(len(state.jobs), dtype=int)
         if self.keep_short is not None:
             out |= left <= self.keep_short * state.round_s
+        if self.keep_own is not None and h <= _OWN * float(left.max()):
+            out |= left <= self.keep_own * h
         if self.keep_fair is not None:
             total = np.array([j.total_steps for j in state.jobs], dtype=float)
             arrival = np.array([j.arrival_s for j in state.jobs], dtype=float)
@@ -343,6 +351,10 @@ class HadarPolicy:
         if live.size == 0:
             return None
         return PriceBook(state.capacities().astype(int), float(live.min()), float(live.max()), self.steepness)
+
+
+#: ``keep_own``: the horizon is one job's own length when it is at most this times the longest remaining time
+_OWN = 1.05
 
 
 def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:
