@@ -1,4 +1,4 @@
-"""Hadar's grouped LPs (policies/hadar/groups.py) and the direct HiGHS call (lp.py)."""
+"""Hadar's grouped LPs (policies/hadar/groups.py) and the direct HiGHS call (solve/highs.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from hadar.policies import create
-from hadar.policies.hadar import groups, lp
+from hadar.policies.hadar import groups
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan
+from hadar.solve import highs
 from tests.helpers import leased
 from tests.unit.test_hadar import state_of
 
@@ -62,7 +63,7 @@ def test_direct_highs_gives_linprogs_answer() -> None:
     rng = np.random.default_rng(5)
     a = sparse.random(30, 40, density=0.2, random_state=rng, format="csr")
     c, b = -rng.uniform(0, 1, 40), rng.uniform(1, 2, 30)
-    got = lp.minimize(c, a, b, col_upper=np.ones(40))
+    got = highs.minimize(c, a, b, col_upper=np.ones(40))
     ref = linprog(c, A_ub=a, b_ub=b, bounds=(0, 1), method="highs")
     assert got is not None and np.array_equal(got.x, ref.x)
     assert np.array_equal(got.dual, ref.ineqlin.marginals)
@@ -90,7 +91,7 @@ def test_a_warm_plan_starts_from_the_last_basis_and_finds_the_same_plan() -> Non
     rng = np.random.default_rng(11)
     rates, rem = rng.uniform(0.5, 5.0, (10, 3)), rng.uniform(2e3, 2e5, 10)
     w = Work(rates, rem, rng.choice([1, 2], 10), np.array([4, 4, 4]))
-    warm = lp.Warm()
+    warm = highs.Warm()
     first = jct_plan(w, np.ones(10), 360.0, 3 * horizon_s(w), warm=warm, ids=tuple(range(10)))
     assert first is not None and warm.basis is not None
     later = Work(rates, rem * 0.99, w.scale, w.capacity)
@@ -116,6 +117,22 @@ def test_the_plan_basis_travels_in_the_memo(table) -> None:
     assert "hadar.plan_basis" not in create("hadar").allocate(st).memo  # off by default: every round starts cold
     policy = create("hadar", warm_start=True)
     a1 = policy.allocate(st)
-    assert isinstance(a1.memo.get("hadar.plan_basis"), lp.Basis)
+    assert isinstance(a1.memo.get("hadar.plan_basis"), highs.Basis)
     again = replace(st, memo=a1.memo)
     assert policy.allocate(again).counts == policy.allocate(again).counts  # same state and memo: same round
+
+
+def test_direct_highs_with_equalities_gives_linprogs_answer_and_so_does_the_fallback(monkeypatch) -> None:
+    rng = np.random.default_rng(9)
+    a = sparse.random(12, 20, density=0.3, random_state=rng, format="csr")
+    c, b = rng.uniform(0, 1, 20), rng.uniform(1, 2, 12)
+    lower = np.concatenate([np.full(8, -np.inf), b[8:]])  # the last 4 rows are equalities
+    direct = highs.minimize(c, a, b, lower=lower, col_upper=np.full(20, 3.0))
+    ref = linprog(c, A_ub=a[:8], b_ub=b[:8], A_eq=a[8:], b_eq=b[8:], bounds=(0, 3), method="highs")
+    assert direct is not None and ref.status == 0
+    assert np.array_equal(direct.x, ref.x) and direct.fun == ref.fun
+    assert np.array_equal(direct.dual, np.concatenate([ref.ineqlin.marginals, ref.eqlin.marginals]))
+    monkeypatch.setattr(highs, "_h", None)  # another SciPy: linprog with the same options
+    fallback = highs.minimize(c, a, b, lower=lower, col_upper=np.full(20, 3.0))
+    assert fallback is not None and np.array_equal(fallback.x, ref.x)
+    assert np.array_equal(fallback.dual, direct.dual)

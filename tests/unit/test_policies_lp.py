@@ -173,7 +173,7 @@ def test_without_the_binding_linprog_gives_the_same_point(monkeypatch):
     a = sp.csr_matrix([[1.0, 1.0], [1.0, -1.0]])
     args = (np.array([-1.0, -2.0]), a, np.array([4.0, 1.0]), np.array([[0.0, 3.0], [0.0, np.inf]]))
     direct = highs.solve_highs(*args)
-    monkeypatch.setattr(highs, "_OPTIONS", None)
+    monkeypatch.setattr(highs, "_h", None)
     fallback = highs.solve_highs(*args)
     assert direct.status == fallback.status == 0
     assert direct.x.tobytes() == fallback.x.tobytes() and direct.fun == fallback.fun == -8.0

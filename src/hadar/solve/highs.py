@@ -1,113 +1,249 @@
-"""One LP, straight to the HiGHS that SciPy bundles, without ``linprog``'s checks and conversions.
+"""LPs straight to the HiGHS that SciPy bundles, without ``linprog``'s checks and conversions.
 
-``scipy.optimize.linprog(method="highs-ds", options={"presolve": False})``
-spends most of its time on a 30-job LP in Python: validating and copying its
-inputs, converting the matrix, and checking each HiGHS option through SciPy's
-option manager. The simulator solves thousands of such LPs, so
-:func:`solve_highs` hands HiGHS the same model (columns in order, the matrix
-in compressed-column form with sorted indices, ``-inf`` row lower bounds, the
-bounds as given) under the same options that ``linprog`` sets for that method
-(dual simplex, no presolve, no output), on a fresh solver object each call:
-HiGHS then takes the same path and returns the same point, bit for bit
-(``tests/unit/test_policies_lp.py`` compares the two on max-min LPs; every LP of eight LP-based
-policies' runs on the 96-job trace matched too when this was written).
+``scipy.optimize.linprog`` spends most of its time on a small LP in Python:
+validating and copying its inputs, converting the matrix, and checking each
+HiGHS option through SciPy's option manager. The simulator solves thousands
+of such LPs, so :func:`solve` hands HiGHS the same model (columns in order,
+the matrix in compressed-column form with sorted row indices, the row and
+column bounds as given) under the options ``linprog`` sets, on a fresh
+solver object each call: HiGHS then takes the same path and returns the
+same point, bit for bit. Two option sets are in use (:class:`Options`):
+
+* :data:`DUAL`: dual simplex, no presolve, what ``linprog(method="highs-ds",
+  options={"presolve": False})`` runs (Gavel's LPs, ``hadar.solve.lp``;
+  ``tests/unit/test_policies_lp.py`` compares the two on max-min LPs).
+* :data:`DUAL_PRESOLVE`: dual simplex after HiGHS's presolve, the answers
+  of ``linprog(method="highs")`` (Hadar's plan and keeper LPs;
+  ``tests/unit/test_hadar_groups.py`` compares the two).
+
+A :class:`Warm` holder carries a solve's final basis to the next solve of an
+LP with the same rows and columns (the same ``key``): the dual simplex then
+starts there and needs a handful of iterations rather than hundreds. Where
+an LP has several optimal solutions, a warm start may end at another of
+them than a cold one.
 
 The binding is SciPy's private ``scipy.optimize._highspy._core`` (the module
-``linprog`` itself calls, SciPy 1.15 on); where it is missing or differs (another
-SciPy), :func:`solve_highs` calls ``linprog`` instead, with the same result.
+``linprog`` itself calls, SciPy 1.15 on; ``.ci/constraints.txt`` pins the
+SciPy this was checked against). Where it is missing or differs (another
+SciPy), every call goes to ``linprog`` instead, with the same options.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from hadar.arrays import FloatArray
+from hadar.arrays import FloatArray, IntArray
 
-try:
+try:  # SciPy's own HiGHS bindings (the ones linprog calls)
     from scipy.optimize._highspy import _core as _h
-except ImportError:  # another SciPy: linprog below
+except ImportError:  # pragma: no cover - another SciPy layout: linprog below
     _h = None
 
 
 @dataclass(frozen=True, slots=True)
+class Options:
+    """HiGHS options of a solve: ``presolve`` and ``solver`` as HiGHS names them ("off", "on",
+    "choose"; "simplex", "choose"), ``strategy`` the simplex strategy (1: dual)."""
+
+    presolve: str
+    solver: str
+    strategy: int = 1
+
+    @property
+    def method(self) -> str:
+        """The ``linprog`` method that runs these options (the fallback)."""
+        return "highs-ds" if self.solver == "simplex" else "highs"
+
+
+#: linprog(method="highs-ds", options={"presolve": False}): Gavel's LPs (any vertex will do, they are re-centered).
+DUAL = Options(presolve="off", solver="simplex")
+#: HiGHS's defaults but the dual simplex, linprog(method="highs")'s answers: Hadar's plan and keeper LPs.
+DUAL_PRESOLVE = Options(presolve="choose", solver="choose")
+
+
+@dataclass(frozen=True, slots=True)
 class LPResult:
-    """What the policies read of a solved LP: ``status`` 0 = optimal (else ``x`` is empty, ``fun`` NaN)."""
+    """A solved LP: ``status`` 0 = optimal (else ``x`` and ``dual`` are empty, ``fun`` NaN); ``dual``:
+    one per row, linprog's marginals' sign."""
 
     status: int
     message: str
     x: FloatArray = field(default_factory=lambda: np.zeros(0))
     fun: float = math.nan
+    dual: FloatArray = field(default_factory=lambda: np.zeros(0))
 
 
-def _options() -> Any:
+@dataclass(frozen=True, slots=True)
+class Basis:
+    """A final simplex basis (HiGHS's status codes per column and row, a byte each) of the LP named
+    ``key`` (bytes, so that two memos compare and pickle as plain values)."""
+
+    key: Hashable
+    cols: bytes
+    rows: bytes
+
+
+class Warm:
+    """Holds the basis a warm start begins from, and receives the next solve's."""
+
+    __slots__ = ("basis",)
+
+    def __init__(self, basis: Basis | None = None) -> None:
+        self.basis = basis
+
+
+@dataclass(frozen=True, slots=True)
+class Csc:
+    """A constraint matrix column by column (SciPy's CSC arrays, row indices sorted in each column)."""
+
+    indptr: IntArray
+    indices: IntArray
+    data: FloatArray
+    shape: tuple[int, int]
+
+    @classmethod
+    def of(cls, rows: IntArray, cols: IntArray, vals: FloatArray, shape: tuple[int, int]) -> Csc:
+        """From (row, column, value) triplets, at most one per cell (what scipy.sparse builds from
+        them, without its checks and conversions)."""
+        order = np.lexsort((rows, cols))
+        indptr: IntArray = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=shape[1]))]).astype(np.int32)
+        indices: IntArray = np.asarray(rows[order], dtype=np.int32)
+        return cls(indptr, indices, np.asarray(vals[order], dtype=float), shape)
+
+    @classmethod
+    def from_sparse(cls, a: Any) -> Csc:
+        """From any SciPy sparse matrix or array (converted to CSC, row indices sorted)."""
+        csc = sp.csc_array(a)
+        csc.sort_indices()
+        return cls(csc.indptr, csc.indices, csc.data, (int(csc.shape[0]), int(csc.shape[1])))
+
+    def sparse(self) -> sp.csc_matrix:
+        return sp.csc_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+
+_NATIVE: dict[Options, Any] = {}
+
+
+def _native(options: Options) -> Any:
+    """HiGHS's option object for ``options`` (built once), or None where the binding is missing or differs."""
     if _h is None:
         return None
-    opts = _h.HighsOptions()
-    opts.presolve = "off"
-    opts.solver = "simplex"
-    opts.simplex_strategy = _h.simplex_constants.SimplexStrategy.kSimplexStrategyDual
-    opts.highs_debug_level = _h.HighsDebugLevel.kHighsDebugLevelNone
-    opts.log_to_console = False
-    opts.output_flag = False
-    return opts
+    if options not in _NATIVE:
+        try:
+            opts = _h.HighsOptions()
+            opts.presolve = options.presolve
+            opts.solver = options.solver
+            opts.simplex_strategy = options.strategy
+            opts.highs_debug_level = _h.HighsDebugLevel.kHighsDebugLevelNone
+            opts.log_to_console = False
+            opts.output_flag = False
+        except (AttributeError, TypeError):  # a binding that differs from the one this was written for
+            opts = None
+        _NATIVE[options] = opts
+    return _NATIVE[options]
 
 
-try:
-    _OPTIONS = _options()
-except (AttributeError, TypeError):  # a binding that differs from the one this was written for
-    _OPTIONS = None
+def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray | None = None,
+          col_lower: FloatArray | None = None, col_upper: FloatArray | None = None, options: Options = DUAL,
+          warm: Warm | None = None, key: Hashable = None) -> LPResult:
+    """min ``c x`` s.t. ``row_lower <= a x <= row_upper`` (None: -inf; a row with a finite lower
+    bound must be an equality for the fallback), ``col_lower <= x <= col_upper`` (None: 0 and
+    +inf). With ``warm`` and a ``key``: start from ``warm``'s basis when it is of an LP with this
+    key, and leave this solve's final basis there."""
+    n_row, n_col = a.shape
+    cost = np.ascontiguousarray(c, dtype=float)
+    hi = np.ascontiguousarray(row_upper, dtype=float)
+    lo = np.full(n_row, -np.inf) if row_lower is None else np.ascontiguousarray(row_lower, dtype=float)
+    lo_col = np.zeros(n_col) if col_lower is None else np.ascontiguousarray(col_lower, dtype=float)
+    hi_col = np.full(n_col, np.inf) if col_upper is None else np.ascontiguousarray(col_upper, dtype=float)
+    native = _native(options)
+    if native is None:
+        return _by_linprog(cost, a, lo, hi, lo_col, hi_col, options)
+    h: Any = _h._Highs()
+    # the model from arrays (column-wise, minimize, no offset): numpy buffers, not element by element
+    if h.passOptions(native) == _h.HighsStatus.kError or h.passModel(
+            n_col, n_row, int(a.indptr[-1]), int(_h.MatrixFormat.kColwise), int(_h.ObjSense.kMinimize), 0.0, cost,
+            lo_col, hi_col, lo, hi, np.asarray(a.indptr, dtype=np.int32), np.asarray(a.indices, dtype=np.int32),
+            np.asarray(a.data, dtype=float), np.zeros(n_col, dtype=np.int32)) == _h.HighsStatus.kError:
+        return LPResult(4, "HiGHS rejected the model")
+    if warm is not None and warm.basis is not None and key is not None and warm.basis.key == key:
+        _set_basis(h, warm.basis)
+    if h.run() == _h.HighsStatus.kError:
+        return LPResult(4, "HiGHS failed: " + h.modelStatusToString(h.getModelStatus()))
+    status = h.getModelStatus()
+    if status != _h.HighsModelStatus.kOptimal:
+        code = 2 if status == _h.HighsModelStatus.kInfeasible else 3 if status == _h.HighsModelStatus.kUnbounded else 4
+        return LPResult(code, "model status " + h.modelStatusToString(status))
+    sol = h.getSolution()
+    if warm is not None and key is not None:
+        got = h.getBasis()
+        warm.basis = Basis(key, bytes(map(int, got.col_status)), bytes(map(int, got.row_status))) if got.valid else None
+    return LPResult(0, "optimal", np.array(sol.col_value), float(h.getInfo().objective_function_value),
+                    np.array(sol.row_dual))
+
+
+def minimize(c: FloatArray, a: Csc | sp.csr_matrix | sp.csc_matrix, upper: FloatArray, *,
+             lower: FloatArray | None = None, col_upper: FloatArray | None = None, warm: Warm | None = None,
+             key: Hashable = None) -> LPResult | None:
+    """Hadar's LPs (:data:`DUAL_PRESOLVE`): min ``c x`` s.t. ``lower <= a x <= upper`` (``lower``
+    None: -inf; a row with a finite lower bound must be an equality, lower = upper), ``0 <= x <=
+    col_upper`` (None: +inf). Rows in the order linprog stacks them (inequalities, then
+    equalities) give linprog's answer. None unless HiGHS reports an optimum; ``warm``, ``key``: as
+    :func:`solve`."""
+    res = solve(c, a if isinstance(a, Csc) else Csc.from_sparse(a), upper, row_lower=lower, col_upper=col_upper,
+                options=DUAL_PRESOLVE, warm=warm, key=key)
+    return res if res.status == 0 else None
 
 
 def solve_highs(c: FloatArray, a_ub: sp.spmatrix, b_ub: FloatArray, bounds: FloatArray) -> LPResult:
-    """Minimize ``c @ z`` s.t. ``a_ub @ z <= b_ub``, ``bounds[:, 0] <= z <= bounds[:, 1]`` (dual simplex).
+    """Gavel's LPs (:data:`DUAL`): minimize ``c @ z`` s.t. ``a_ub @ z <= b_ub``, ``bounds[:, 0] <= z
+    <= bounds[:, 1]``.
 
     Raises ``ValueError`` on NaN anywhere or infinite costs or coefficients (as ``linprog`` does).
     """
     c = np.ascontiguousarray(c, dtype=float)
     b = np.asarray(b_ub, dtype=float)
     bnd = np.asarray(bounds, dtype=float)
-    a = sp.csc_array(a_ub)
+    a = Csc.from_sparse(a_ub)
     if a.shape != (b.size, c.size) or bnd.shape != (c.size, 2):
         raise ValueError("inconsistent shapes of the costs, constraints and bounds")
     if not (np.isfinite(c).all() and np.isfinite(a.data).all()) or np.isnan(b).any() or np.isnan(bnd).any():
         raise ValueError("NaN or infinite values in the costs or constraints")
-    if _OPTIONS is None:
-        return _via_linprog(c, a, b, bnd)
-    a.sort_indices()
-    lp = _h.HighsLp()
-    lp.num_col_, lp.num_row_ = c.size, b.size
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = c.size, b.size
-    lp.a_matrix_.format_ = _h.MatrixFormat.kColwise
-    lp.col_cost_ = c
-    lp.col_lower_ = np.ascontiguousarray(bnd[:, 0])
-    lp.col_upper_ = np.ascontiguousarray(bnd[:, 1])
-    lp.row_lower_ = np.full(b.size, -np.inf)
-    lp.row_upper_ = b
-    lp.a_matrix_.start_ = a.indptr
-    lp.a_matrix_.index_ = a.indices
-    lp.a_matrix_.value_ = a.data
-    highs = _h._Highs()
-    if highs.passOptions(_OPTIONS) == _h.HighsStatus.kError or highs.passModel(lp) == _h.HighsStatus.kError:
-        return LPResult(4, "HiGHS rejected the model")
-    if highs.run() == _h.HighsStatus.kError:
-        return LPResult(4, "HiGHS failed: " + highs.modelStatusToString(highs.getModelStatus()))
-    status = highs.getModelStatus()
-    if status != _h.HighsModelStatus.kOptimal:
-        code = 2 if status == _h.HighsModelStatus.kInfeasible else 3 if status == _h.HighsModelStatus.kUnbounded else 4
-        return LPResult(code, "model status " + highs.modelStatusToString(status))
-    x = np.array(highs.getSolution().col_value)
-    return LPResult(0, "optimal", x, float(highs.getInfo().objective_function_value))
+    return solve(c, a, b, col_lower=bnd[:, 0], col_upper=bnd[:, 1], options=DUAL)
 
 
-def _via_linprog(c: FloatArray, a: sp.csc_array, b: FloatArray, bounds: FloatArray) -> LPResult:
+def _set_basis(h: Any, basis: Basis) -> None:
+    status = [_h.HighsBasisStatus(v) for v in range(max(basis.cols + basis.rows, default=0) + 1)]
+    hb = _h.HighsBasis()
+    hb.col_status = [status[v] for v in basis.cols]
+    hb.row_status = [status[v] for v in basis.rows]
+    hb.valid = True
+    h.setBasis(hb)
+
+
+def _by_linprog(c: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, lo_col: FloatArray, hi_col: FloatArray,
+                options: Options) -> LPResult:
+    """The same LP through ``linprog`` (rows with a finite lower bound as equalities)."""
     from scipy.optimize import linprog
 
-    res = linprog(c, A_ub=a, b_ub=b, bounds=bounds, method="highs-ds", options={"presolve": False})
+    eq = np.isfinite(lo)
+    m = a.sparse()
+    ub, has_eq = (m[~eq] if eq.any() else m), bool(eq.any())
+    res = linprog(c, A_ub=ub if (~eq).any() else None, b_ub=hi[~eq] if (~eq).any() else None,
+                  A_eq=m[eq] if has_eq else None, b_eq=hi[eq] if has_eq else None,
+                  bounds=np.column_stack([lo_col, hi_col]), method=options.method,
+                  options={"presolve": options.presolve != "off"})
     if res.status != 0 or res.x is None:
         return LPResult(int(res.status) or 4, str(res.message))
-    return LPResult(0, "optimal", np.asarray(res.x, dtype=float), float(res.fun))
+    dual = np.zeros(a.shape[0])
+    if (~eq).any():
+        dual[~eq] = res.ineqlin.marginals
+    if has_eq:
+        dual[eq] = res.eqlin.marginals
+    return LPResult(0, "optimal", np.asarray(res.x, dtype=float), float(res.fun), dual)

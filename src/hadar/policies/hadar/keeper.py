@@ -39,7 +39,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from hadar.arrays import FloatArray, IntArray
-from hadar.policies.hadar import lp
+from hadar.solve import highs
 
 _HOUR = 3600.0
 _SPLIT = 3  # a JCT plan splits this round into so many periods
@@ -97,10 +97,10 @@ def horizon_s(work: Work) -> float:
     cols = np.concatenate([cols, np.full(n + m, h)])
     vals = np.concatenate([vals, -work.capacity.astype(float), -work.gangs()])
     b = np.concatenate([-(work.remaining > 0).astype(float), np.zeros(n + m)])
-    a = lp.Csc.of(rows, cols, vals, (m + n + m, k + 1))
+    a = highs.Csc.of(rows, cols, vals, (m + n + m, k + 1))
     c = np.zeros(k + 1)
     c[h] = 1.0
-    res = lp.minimize(c, a, b)
+    res = highs.minimize(c, a, b)
     if res is None:
         return float("inf")
     return float(res.x[h]) * _HOUR
@@ -160,7 +160,7 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     cols = np.concatenate([c1, c2, np.full(n + m, 2 * k)])
     g = work.gangs()
     vals = np.concatenate([v1, v2, -work.capacity.astype(float), -g])
-    a = lp.Csc.of(rows, cols, vals, (2 * (m + n) + m, 2 * k + 1))
+    a = highs.Csc.of(rows, cols, vals, (2 * (m + n) + m, 2 * k + 1))
     b = np.concatenate([-(work.remaining > 0).astype(float), work.capacity.astype(float), g,
                         work.capacity * later_h, g * later_h])
     gain = value[ii, rr]
@@ -176,7 +176,7 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
         sol = np.asarray(res.x)
         price = np.zeros(m)
     else:
-        got = lp.minimize(c, a, b, col_upper=upper)
+        got = highs.minimize(c, a, b, col_upper=upper)
         if got is None:
             return None
         sol = got.x
@@ -200,13 +200,13 @@ def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = 
 
 
 def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, lean: bool = False,
-             warm: lp.Warm | None = None, ids: Hashable = None) -> tuple[FloatArray, FloatArray] | None:
+             warm: highs.Warm | None = None, ids: Hashable = None) -> tuple[FloatArray, FloatArray] | None:
     """This round's share ``x[i, r]`` (of the round, on W GPUs of type r) in a fluid plan that
     minimizes the weighted mean time at which the remaining work gets done, all of it within
     ``total_s`` from now, and per job the share of its remaining work the plan does this round
-    (1: it finishes). None if the solver fails. ``warm``: a warm start (lp.py) from the basis of
-    an earlier plan of the same rows ``ids`` (the rows' names, e.g. job ids), same types and
-    same number of periods. ``lean`` (for rows that are groups of jobs, where
+    (1: it finishes). None if the solver fails. ``warm``: a warm start (hadar.solve.highs) from the
+    basis of an earlier plan of the same rows ``ids`` (the rows' names, e.g. job ids), same types
+    and same number of periods. ``lean`` (for rows that are groups of jobs, where
     the round's gangs are spread over the members afterwards): this round is one period, not three,
     and the periods grow 5x rather than 3x (about a third of the columns and simplex iterations).
 
@@ -243,11 +243,11 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     g = work.gangs()
     vals = [np.ones(k * p), (dur * work.scale[ii])[pair], (dur / g[ii])[pair], -work.capacity.astype(float),
             -np.ones(m)]
-    a = lp.Csc.of(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n_ub + n_eq, k * p + 1))
+    a = highs.Csc.of(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
     weight = weight * g
     c = np.concatenate([weight[ii][pair] * mid[per], [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
-    res = lp.minimize(c, a, np.concatenate([b_ub, np.ones(n_eq)]),
+    res = highs.minimize(c, a, np.concatenate([b_ub, np.ones(n_eq)]),
                       lower=np.concatenate([np.full(b_ub.size, -np.inf), np.ones(n_eq)]), warm=warm,
                       key=None if ids is None else (ids, p, lean, ii.tobytes(), rr.tobytes(), live.tobytes()))
     if res is None:

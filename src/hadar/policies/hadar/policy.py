@@ -32,13 +32,14 @@ from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import InputError
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits, RateModel
-from hadar.policies.hadar import gangs, groups, lp
+from hadar.policies.hadar import gangs, groups
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
 from hadar.policies.hadar.pricing import PriceBook
 from hadar.policies.hadar.share import shared_slots
 from hadar.policies.hadar.utility import UTILITIES, UtilityContext, make_utility
 from hadar.policies.registry import register
+from hadar.solve import highs
 
 _BASIS = "hadar.plan_basis"  # memo: the JCT plan's last simplex basis (its warm start next round)
 
@@ -157,7 +158,7 @@ class HadarPolicy:
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
-        warm = lp.Warm(state.memo.get(_BASIS)) if self.warm_start else None
+        warm = highs.Warm(state.memo.get(_BASIS)) if self.warm_start else None
         x, scale, value, counts = self.place(state, warm=warm)
         fractions = np.zeros((m, len(types)))
         for i, c in counts.items():
@@ -175,13 +176,13 @@ class HadarPolicy:
             pairs=pairs or None, memo={_BASIS: warm.basis} if warm is not None and warm.basis is not None else {})
 
     def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
-              weight: FloatArray | None = None, warm: lp.Warm | None = None
+              weight: FloatArray | None = None, warm: highs.Warm | None = None
               ) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
         """The round's placement on a non-empty state: (throughputs x, scale factors, utility values,
         GPU counts per job index and type index). HadarE builds on it: ``busy[r]`` GPUs of type r
         are taken already, the jobs in ``sit_out`` (a boolean mask) are placed already, and
         utilities are multiplied by ``weight`` (jobs x types). ``warm``: the JCT plan's warm start
-        (lp.py; it receives this plan's basis)."""
+        (hadar.solve.highs; it receives this plan's basis)."""
         x = state.throughput_matrix()
         scale = state.scale_factors()
         value = self.utility.values(x, self._context(state, scale))
@@ -208,7 +209,7 @@ class HadarPolicy:
                               arrival, attained, weight)
 
     def _pack(self, state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray,
-              taken: dict[int, int], fresh: BoolArray | None, warm: lp.Warm | None) -> Counts:
+              taken: dict[int, int], fresh: BoolArray | None, warm: highs.Warm | None) -> Counts:
         """The JCT plan (or, where it is off or yields nothing, the primal-dual pass then the fill
         pass), then the keeper (``taken``: GPUs per type already in use; ``fresh``: the first-round
         rule's jobs); job index -> {type index: GPUs}."""
@@ -327,7 +328,7 @@ class HadarPolicy:
         return out if out.any() else None
 
     def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
-                  order: IntArray, fresh: BoolArray | None, warm: lp.Warm | None) -> Counts | None:
+                  order: IntArray, fresh: BoolArray | None, warm: highs.Warm | None) -> Counts | None:
         """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
         horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
         (``first_round``) first, then by planned share."""
