@@ -5,16 +5,22 @@ Two workloads, each under LAS (max_min_fairness_perf) and Hadar, at 1k, 10k and 
 - generated: Gavel's generator (multi-GPU jobs, seed 0, 180 jobs/h: Gavel's steady-state load of
   2 jobs/h on 108 GPUs scaled to 10,000) on 10,000 GPUs in 8-GPU nodes (v100 3,328, p100 3,336,
   k80 3,336);
-- philly: the largest Philly virtual cluster (6214e9, about 41,000 jobs in ../shared/real-traces/)
-  imported with `hadar trace import philly`'s rules (seed 0), first N jobs, on a cluster of its size:
-  its GPU-time divided by its time span (the GPUs its average load needs), in 8-GPU nodes of the
-  three types, rounded up.
+- philly: the largest Philly virtual cluster (6214e9, 41,226 jobs in ../shared/real-traces/)
+  imported with `hadar trace import philly`'s rules (seed 0), first N jobs (its 50k row is the
+  whole trace), on a cluster of its size: the most GPUs its jobs held at once when each runs
+  from its submission for its logged duration on its logged GPU count (596, at its peak), in
+  8-GPU nodes of the three types, rounded up (600: 200 of each). Why the peak and not the
+  average load (GPU-time over span, 38 GPUs): the peak is what the real cluster had to hold
+  for its jobs to run as logged; 40 GPUs would queue the trace for months and measure a
+  backlog, not a cluster of its size.
 
 Each case runs in a fresh subprocess (peak RSS is that process's own ``ru_maxrss``) with a time
-limit (``--timeout``, default 600 s); a case over the limit prints `>limit`.
+limit (``--timeout``, default 600 s); a case over the limit prints `>limit` and how far it got.
+Progress (jobs done, seconds, RSS) goes to stderr as each case runs; ``--out DIR`` also writes
+``scale.json`` and ``scale.csv``.
 
     .venv/bin/python bench/bench_scale.py [--sizes 1000,10000,50000] [--workloads generated,philly]
-        [--policies max_min_fairness_perf,hadar] [--timeout 600]
+        [--policies max_min_fairness_perf,hadar] [--timeout 600] [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ import itertools
 import json
 import math
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -35,25 +43,35 @@ from pathlib import Path
 PHILLY_FILE = Path(__file__).resolve().parents[2] / "shared" / "real-traces" / "philly.csv"
 PHILLY_VC = "6214e9"
 GENERATED_CLUSTER = "v100=3328,p100=3336,k80=3336"
+PHILLY_JOBS = 41226  # the whole virtual cluster
 
 
 def philly_cluster(path: Path, vc: str) -> str:
-    """8-GPU nodes of three types, as many GPUs as the virtual cluster's GPU-time over its span."""
-    first, last, gpu_s = math.inf, -math.inf, 0.0
+    """8-GPU nodes of three types (as even as can be), as many GPUs as the virtual cluster's jobs held
+    at once at their peak, each running from its submission for its logged duration on its logged
+    GPU count (a job ending frees its GPUs before one starting at the same second takes them)."""
+    deltas: list[tuple[float, int]] = []
     with path.open() as f:
         for r in csv.DictReader(f):
             if r["cluster"] != vc:
                 continue
-            t = datetime.fromisoformat(r["timestamp"]).timestamp()
-            first, last = min(first, t), max(last, t + float(r["duration"]))
-            gpu_s += float(r["gpu_time"])
-    nodes = math.ceil(gpu_s / (last - first) / 8)
+            t, g = datetime.fromisoformat(r["timestamp"]).timestamp(), int(float(r["num_gpus"]))
+            deltas += [(t, g), (t + float(r["duration"]), -g)]
+    held = peak = 0
+    for _, g in sorted(deltas):
+        held += g
+        peak = max(peak, held)
+    nodes = math.ceil(peak / 8)
     per = [nodes // 3 + (i < nodes % 3) for i in range(3)]
     return f"v100={8 * per[0]},p100={8 * per[1]},k80={8 * per[2]}"
 
 
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def one(workload: str, size: int, policy: str, philly: Path) -> dict:
-    """Run one case in this process; returns its figures."""
+    """Run one case in this process; returns its figures. Progress lines go to stderr."""
     from hadar.config import parse_cluster
     from hadar.model.throughput import ThroughputTable
     from hadar.sim.generate import JobGenerator
@@ -72,9 +90,43 @@ def one(workload: str, size: int, policy: str, philly: Path) -> dict:
             write_rows(rows, Path(tmp) / "t.csv")
             jobs = read_jobs(Path(tmp) / "t.csv")
     t0 = time.perf_counter()
-    s = simulate(jobs, parse_cluster(spec, 8), table, policy).summary
-    return {"wall_s": time.perf_counter() - t0, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "cluster": spec, "jobs": s["jobs_completed"], "rounds": s["rounds"], "avg_jct_h": s["avg_jct_s"] / 3600}
+    done, step = [0], max(1, size // 10)
+
+    def progress(n: int) -> None:
+        before = done[0] // step
+        done[0] += n
+        if done[0] // step > before or done[0] == len(jobs):
+            print(f"  {workload} {size} {policy}: {done[0]} jobs done, {time.perf_counter() - t0:.1f} s, "
+                  f"{_rss_mb():.0f} MB", file=sys.stderr, flush=True)
+
+    s = simulate(jobs, parse_cluster(spec, 8), table, policy, progress=progress).summary
+    return {"workload": workload, "jobs": s["jobs_completed"], "policy": policy,
+            "wall_s": time.perf_counter() - t0, "peak_mb": _rss_mb(), "rounds": s["rounds"],
+            "avg_jct_h": s["avg_jct_s"] / 3600, "cluster": spec}
+
+
+def run_case(workload: str, size: int, policy: str, philly: Path, timeout: float) -> dict:
+    """One case in a fresh process (its progress echoed to stderr); on timeout, how far it got."""
+    cmd = [sys.executable, __file__, "--one", workload, str(size), policy, "--philly", str(philly)]
+    row: dict = {"workload": workload, "jobs": size, "policy": policy}
+    last = ""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""))
+        reader.start()
+        timer = threading.Timer(timeout, proc.kill)  # the limit holds while the case prints nothing
+        timer.start()
+        for line in proc.stderr or ():
+            print(line, end="", file=sys.stderr, flush=True)
+            last = line.strip() or last
+        proc.wait()
+        timer.cancel()
+        reader.join()
+    if proc.returncode == -signal.SIGKILL:
+        return row | {"status": ">limit", "reached": last}
+    if proc.returncode != 0:
+        return row | {"status": "failed", "reached": last}
+    return row | json.loads(out[0]) | {"status": "ok"}
 
 
 def main() -> None:
@@ -84,29 +136,35 @@ def main() -> None:
     ap.add_argument("--policies", default="max_min_fairness_perf,hadar")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--philly", type=Path, default=PHILLY_FILE)
+    ap.add_argument("--out", type=Path, help="write scale.json and scale.csv here")
     ap.add_argument("--one", nargs=3, metavar=("WORKLOAD", "SIZE", "POLICY"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one[0], int(args.one[1]), args.one[2], args.philly)))
         return
-    print(f"{'workload':10} {'jobs':>6} {'policy':22} {'wall s':>8} {'peak RSS MB':>12} {'rounds':>7} "
+    print(f"{'workload':10} {'jobs':>6} {'policy':22} {'wall s':>8} {'peak MB':>8} {'rounds':>7} "
           f"{'avg JCT h':>9}  cluster", flush=True)
+    rows = []
     for workload in args.workloads.split(","):
         for asked in (int(s) for s in args.sizes.split(",")):
-            size = min(asked, 41226) if workload == "philly" else asked  # 41,226: the whole virtual cluster
+            size = min(asked, PHILLY_JOBS) if workload == "philly" else asked
             for policy in args.policies.split(","):
-                cmd = [sys.executable, __file__, "--one", workload, str(size), policy, "--philly", str(args.philly)]
-                try:
-                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=True)
-                except subprocess.TimeoutExpired:
-                    print(f"{workload:10} {size:>6} {policy:22} {'>limit':>8}", flush=True)
+                r = run_case(workload, size, policy, args.philly, args.timeout)
+                rows.append(r)
+                if r["status"] != "ok":
+                    print(f"{workload:10} {size:>6} {policy:22} {r['status']:>8}  (last: {r['reached']})", flush=True)
                     continue
-                except subprocess.CalledProcessError as e:
-                    print(f"{workload:10} {size:>6} {policy:22} failed: {e.stderr.strip().splitlines()[-1:]}")
-                    continue
-                r = json.loads(out.stdout)
-                print(f"{workload:10} {size:>6} {policy:22} {r['wall_s']:8.1f} {r['rss_mb']:12.0f} {r['rounds']:>7} "
-                      f"{r['avg_jct_h']:9.2f}  {r['cluster']}", flush=True)
+                print(f"{workload:10} {r['jobs']:>6} {policy:22} {r['wall_s']:8.1f} {r['peak_mb']:8.0f} "
+                      f"{r['rounds']:>7} {r['avg_jct_h']:9.2f}  {r['cluster']}", flush=True)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "scale.json").write_text(json.dumps(rows, indent=2) + "\n")
+        keys = ["workload", "jobs", "policy", "status", "wall_s", "peak_mb", "rounds", "avg_jct_h", "cluster",
+                "reached"]
+        with (args.out / "scale.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, keys, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,14 @@ and produces frozen ``SchedulerState`` snapshots. Forked copies' progress
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
-from hadar.model.plan import RoundPlan, RoundReport
+from hadar.model.plan import LeaseResult, RoundPlan, RoundReport
 from hadar.model.state import Allocation, JobView, SchedulerState
 from hadar.model.throughput import ThroughputTable
 
@@ -56,6 +57,7 @@ class JobRecord:
     cancelled_s: float | None = None  # when it was cancelled
     restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, restore s left) of last round's leases
     measured_restart_s: float | None = None  # the runtime's measured restart cost (used if the job gives none)
+    view: JobView | None = None  # the snapshot's view of it, until the record changes (the ledger clears it)
 
     @property
     def restart_s(self) -> float:
@@ -103,6 +105,9 @@ class JobLedger:
         self.resolves = 0
         self.first_arrival_s: float | None = None
         self.last_event_s = 0.0
+        self._views: tuple[JobView, ...] | None = None  # the active jobs' views, until one changes
+        self._holding: set[int] = set()  # active jobs whose prev_gpus or restoring are not empty
+        self._types_of: dict[tuple[int, ...], list[int]] = {}  # GPU ids -> sorted type indices (a cache)
 
     # ---- admission and snapshots -------------------------------------------------
     def add(self, job: Job, *, done_steps: float = 0.0, attained_gpu_s: float = 0.0,
@@ -116,24 +121,25 @@ class JobLedger:
                         received_s=[seed] * len(self.types), deficit_s=[0.0] * len(self.types))
         self.records[job.job_id] = rec
         self.active[job.job_id] = rec
+        self._views = None
         self.need_update = True
         if self.first_arrival_s is None:
             self.first_arrival_s = job.arrival_s
 
     def snapshot(self, now_s: float) -> SchedulerState:
-        views = tuple(
-            JobView(
-                job_id=r.job.job_id, job_type=r.job.job_type, scale_factor=r.job.scale_factor,
-                priority_weight=r.job.priority_weight, arrival_s=r.job.arrival_s,
-                total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
-                first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
-                received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.restart_s,
-                restoring=r.restoring, slo=r.job.slo, entity=r.job.entity,
-            )
-            for r in self.active.values()
-        )
+        """The active jobs as they are now (views of records that did not change since the last
+        snapshot are reused: they are frozen and equal)."""
+        views = self._views
+        if views is None:
+            views = self._views = tuple(r.view or _view(r) for r in self.active.values())
         return SchedulerState(now_s=now_s, round_s=self.round_s, cluster=self.cluster, jobs=views,
                               table=self.table, memo=self.memo)
+
+    def _changed(self, recs: Iterable[JobRecord] | None = None) -> None:
+        """Records changed (None: all of them): their views are rebuilt at the next snapshot."""
+        for rec in self.records.values() if recs is None else recs:
+            rec.view = None
+        self._views = None
 
     def set_measured_restarts(self, measured: Mapping[int, float]) -> None:
         """Restart costs the runtime measured (job id -> s): a job that gives no ``restart_s`` is weighed
@@ -142,6 +148,7 @@ class JobLedger:
             rec = self.active.get(jid)
             if rec is not None:
                 rec.measured_restart_s = s
+                self._changed((rec,))
 
     def update_table(self, table: ThroughputTable, *, resolve_if_moved: float | None = None) -> None:
         """Use ``table`` from now on (e.g. the runtime's measured throughputs): refreshes active jobs' rates.
@@ -156,6 +163,7 @@ class JobLedger:
             if resolve_if_moved is not None and not moved:
                 moved = any(abs(n - o) > resolve_if_moved * o
                             for n, o in zip(rec.throughputs, old, strict=True) if o > 0)
+        self._changed()
         if moved:
             self.need_update = True
 
@@ -171,6 +179,8 @@ class JobLedger:
             return False
         rec.cancelled_s = at_s
         rec.prev_gpus = ()
+        self._holding.discard(job_id)
+        self._changed((rec,))
         self.need_update = True
         return True
 
@@ -188,6 +198,7 @@ class JobLedger:
         old_types, seed = self.types, self.round_s / 2.0
         self.cluster, self.types = cluster, cluster.gpu_types
         self._type_index = [self.types.index(t) for t in cluster.gpu_type_of]
+        self._types_of.clear()
         self.gpu_busy_s.extend([0.0] * (cluster.num_gpus - len(self.gpu_busy_s)))
         for rec in self.records.values():
             got = dict(zip(old_types, rec.received_s, strict=True))
@@ -195,6 +206,7 @@ class JobLedger:
             rec.received_s = [got.get(t, seed) for t in self.types]
             rec.deficit_s = [owed.get(t, 0.0) for t in self.types]
             rec.throughputs = self.table.row(rec.job.job_type, rec.job.scale_factor, self.types)
+        self._changed()
         self.need_update = True
 
     def request_resolve(self) -> None:
@@ -211,11 +223,23 @@ class JobLedger:
         """Fold time received since the last reset into deficits; reseed counters."""
         elapsed = now_s - self.last_reset_s
         seed = self.round_s / 2.0
+        cols = [allocation.gpu_types.index(t) if t in allocation.gpu_types else -1 for t in self.types] \
+            if allocation is not None else []
         for jid, rec in self.active.items():
-            for j, t in enumerate(self.types):
-                should = allocation.fraction(jid, t) * elapsed if allocation is not None else 0.0
-                rec.deficit_s[j] += should - (rec.received_s[j] - seed)
-                rec.received_s[j] = seed
+            row = allocation.row(jid) if allocation is not None else None
+            owed, got = rec.deficit_s, rec.received_s
+            changed = False
+            for j in range(len(self.types)):
+                # = allocation.fraction(jid, t) * elapsed, read from the allocation's row
+                should = ((row[cols[j]] if row is not None and cols[j] >= 0 else 0.0) * elapsed
+                          if allocation is not None else 0.0)
+                old = owed[j]
+                new = owed[j] = old + (should - (got[j] - seed))
+                changed = changed or got[j] != seed or new != old or (new == 0.0 and _signbit(new) != _signbit(old))
+                got[j] = seed
+            if changed:
+                rec.view = None
+                self._views = None
         self.last_reset_s = now_s
         self.resolves += 1
 
@@ -223,21 +247,25 @@ class JobLedger:
     def apply(self, plan: RoundPlan, report: RoundReport) -> list[int]:
         """Record what the round did; returns ids of jobs that ended (finished, or failed for good)."""
         self.rounds += 1
-        prev = {jid: r.prev_gpus for jid, r in self.active.items() if r.prev_gpus}
+        prev = {jid for jid in self._holding if self.active[jid].prev_gpus}  # held GPUs last round
         self.lease_opportunities += len(prev)
         ran: dict[int, list[int]] = {}
         restoring: dict[int, list[tuple[tuple[int, ...], float]]] = {}
-        finished: list[int] = []
         # per job, as the opportunities are: a forked job whose copies keep their GPUs counts once
-        self.lease_extensions += len({lease.job_id for lease in plan.leases if lease.extended} & prev.keys())
+        self.lease_extensions += len({lease.job_id for lease in plan.leases if lease.extended} & prev)
         gpu_busy: dict[int, float] = {}  # a GPU shared by a pair is busy while either job runs
+        ended: set[int] = set()  # jobs that finished or failed for good now (an active job had neither before)
         for res in report.results:
             rec = self.records[res.job_id]
             if rec.cancelled_s is not None:
                 continue  # cancelled while the round ran: its work no longer counts
-            busy = max(0.0, res.end_s - report.start_s)
+            rec.view = None
+            busy = res.end_s - report.start_s
+            busy = busy if busy > 0.0 else 0.0  # = max(0.0, busy)
             for g in res.gpus:
-                gpu_busy[g] = max(gpu_busy.get(g, 0.0), busy)
+                was = gpu_busy.get(g)
+                if was is None or busy > was:  # = max(was, busy), was = 0.0 when absent
+                    gpu_busy[g] = busy
             ran.setdefault(res.job_id, []).extend(res.gpus)
             if res.restore_left_s > 0:
                 restoring.setdefault(res.job_id, []).append((res.gpus, res.restore_left_s))
@@ -248,36 +276,63 @@ class JobLedger:
             if res.failed:
                 if res.fatal and rec.finish_s is None and rec.failed_s is None:
                     rec.failed_s, rec.failure = max(res.end_s, report.start_s), res.error or "failed"
+                    ended.add(res.job_id)
                 continue
             if rec.first_start_s is None:
                 rec.first_start_s = report.start_s
-            rec.attained_gpu_s += busy * len(res.gpus)
-            used = sorted({self._type_index[g] for g in res.gpus})
-            for j in used:
-                rec.received_s[j] += busy
-                t = self.types[j]
-                rec.steps_by_type[t] = rec.steps_by_type.get(t, 0.0) + res.steps / len(used)
-            rec.remaining -= res.steps
-            if rec.remaining <= DONE_EPS * max(1.0, float(rec.job.total_steps)) and rec.finish_s is None:
-                rec.remaining = 0.0
-                rec.finish_s = max(res.end_s, rec.finish_s or 0.0)
+            if self._credit(rec, res, busy):
+                ended.add(res.job_id)
         for g, busy in gpu_busy.items():
             self.gpu_busy_s[g] += busy
-        for jid, rec in self.active.items():
+        self._views = None
+        self._moved(ran, restoring)
+        finished = [jid for jid in self.active if jid in ended] if ended else []
+        for jid in finished:
+            del self.active[jid]
+            self._holding.discard(jid)
+        if finished:
+            self.need_update = True
+        self.last_event_s = max(self.last_event_s, report.end_s)
+        return finished
+
+    def _credit(self, rec: JobRecord, res: LeaseResult, busy: float) -> bool:
+        """A lease's GPU time, time per type and steps (shared evenly by the types it spans); True if
+        the job finished with it."""
+        rec.attained_gpu_s += busy * len(res.gpus)
+        used = self._types_of.get(res.gpus)
+        if used is None:
+            if len(self._types_of) > 100_000:
+                self._types_of.clear()
+            used = self._types_of[res.gpus] = sorted({self._type_index[g] for g in res.gpus})
+        for j in used:
+            rec.received_s[j] += busy
+            t = self.types[j]
+            rec.steps_by_type[t] = rec.steps_by_type.get(t, 0.0) + res.steps / len(used)
+        rec.remaining -= res.steps
+        if rec.remaining <= DONE_EPS * max(1.0, float(rec.job.total_steps)) and rec.finish_s is None:
+            rec.remaining = 0.0
+            rec.finish_s = max(res.end_s, rec.finish_s or 0.0)
+            return True
+        return False
+
+    def _moved(self, ran: dict[int, list[int]], restoring: dict[int, list[tuple[tuple[int, ...], float]]]) -> None:
+        """Each active job's GPUs and unfinished restores of this round: only jobs that ran now, or
+        held GPUs or owed a restore before, can change (the rest keep ``()``)."""
+        for jid in [j for j in ran if j in self.active] + [j for j in self._holding if j not in ran]:
+            rec = self.active[jid]
             gpus = tuple(sorted(ran.get(jid, ())))
             if gpus:
                 if rec.rounds_run > 0 and gpus != rec.prev_gpus:
                     rec.restarts += 1  # resumed elsewhere or after a pause: checkpoint restore
                 rec.rounds_run += 1
-            rec.prev_gpus = gpus
-            rec.restoring = tuple(restoring.get(jid, ()))
-        for jid in [j for j, r in self.active.items() if r.ended]:
-            del self.active[jid]
-            finished.append(jid)
-        if finished:
-            self.need_update = True
-        self.last_event_s = max(self.last_event_s, report.end_s)
-        return finished
+            owed = tuple(restoring.get(jid, ()))
+            if gpus != rec.prev_gpus or owed != rec.restoring:
+                rec.view = None
+            rec.prev_gpus, rec.restoring = gpus, owed
+            if gpus or owed:
+                self._holding.add(jid)
+            else:
+                self._holding.discard(jid)
 
     # ---- queries ----------------------------------------------------------------
     def finished(self, job_id: int) -> bool:
@@ -287,3 +342,20 @@ class JobLedger:
     def ended(self) -> int:
         """Jobs that finished, failed for good or were cancelled."""
         return sum(1 for r in self.records.values() if r.ended)
+
+
+def _signbit(x: float) -> bool:
+    return math.copysign(1.0, x) < 0
+
+
+def _view(r: JobRecord) -> JobView:
+    """The record's view for a snapshot (kept on the record until it changes)."""
+    r.view = JobView(
+        job_id=r.job.job_id, job_type=r.job.job_type, scale_factor=r.job.scale_factor,
+        priority_weight=r.job.priority_weight, arrival_s=r.job.arrival_s,
+        total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
+        first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
+        received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.restart_s,
+        restoring=r.restoring, slo=r.job.slo, entity=r.job.entity,
+    )
+    return r.view

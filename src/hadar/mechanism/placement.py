@@ -22,12 +22,15 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
     """GPU ids per job for ``counts[job][gpu_type]`` among GPUs not ``busy``; raises ValueError if a
     type is oversubscribed."""
     free: dict[str, dict[int, list[int]]] = {}  # type -> node -> free GPU ids
-    for t in cluster.gpu_types:
-        per_node: dict[int, list[int]] = {}
-        for g in cluster.gpus_by_type[t]:
-            if g not in busy:
-                per_node.setdefault(cluster.node_of[g], []).append(g)
-        free[t] = per_node
+    if busy:
+        for t in cluster.gpu_types:
+            per_node: dict[int, list[int]] = {}
+            for g in cluster.gpus_by_type[t]:
+                if g not in busy:
+                    per_node.setdefault(cluster.node_of[g], []).append(g)
+            free[t] = per_node
+    else:
+        free = {t: {n: list(gs) for n, gs in per.items()} for t, per in _by_node(cluster).items()}
     chosen: dict[int, list[int]] = {jid: [] for jid in counts}
     need: dict[int, dict[str, int]] = {}
     for jid, per_type in counts.items():  # pass 1: keep last round's GPUs (those still up and free)
@@ -46,6 +49,23 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
         for t, k in need[jid].items():
             chosen[jid].extend(_take(free[t], k, {cluster.node_of[g] for g in chosen[jid]}, t))
     return {jid: tuple(sorted(g)) for jid, g in chosen.items()}
+
+
+_BY_NODE: list[tuple[Cluster, dict[str, dict[int, tuple[int, ...]]]]] = []  # the last cluster's, by identity
+
+
+def _by_node(cluster: Cluster) -> dict[str, dict[int, tuple[int, ...]]]:
+    """Type -> node -> its up GPUs, nodes in the order of ``gpus_by_type`` (cached for the last cluster)."""
+    if _BY_NODE and _BY_NODE[0][0] is cluster:
+        return _BY_NODE[0][1]
+    out: dict[str, dict[int, tuple[int, ...]]] = {}
+    for t in cluster.gpu_types:
+        per_node: dict[int, list[int]] = {}
+        for g in cluster.gpus_by_type[t]:
+            per_node.setdefault(cluster.node_of[g], []).append(g)
+        out[t] = {n: tuple(gs) for n, gs in per_node.items()}
+    _BY_NODE[:] = [(cluster, out)]
+    return out
 
 
 def _take(nodes: dict[int, list[int]], k: int, mine: set[int], gpu_type: str) -> list[int]:

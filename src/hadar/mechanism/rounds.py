@@ -58,6 +58,7 @@ class GavelRoundPlanner:
         self.spare_last = spare_last
         self._rng = random.Random(seed + 5)
         self._pairs = PairCounters()  # space-sharing allocations only (mechanism/pairs.py)
+        self._sets: dict[int, tuple[tuple[int, ...], frozenset[int]]] = {}  # id(order) -> (order, its set)
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         types = list(state.gpu_types)
@@ -91,6 +92,7 @@ class GavelRoundPlanner:
         rows = [allocation.row(job.job_id) if allocation is not None else None for job in state.jobs]
         floors = [self.DUST * max(row, default=0.0) if (self.spare_last and row is not None) else 0.0
                   for row in rows]
+        prios: dict[int, dict[str, float]] = {job.job_id: {} for job in state.jobs}  # job -> type -> priority
         for t in types:
             j = index[t]
             a = alloc_index.get(t)
@@ -99,16 +101,14 @@ class GavelRoundPlanner:
                 x = row[a] if (row is not None and a is not None) else 0.0
                 prio = x / job.received_s[j] if (x > floor and job.throughputs[j] > 0) else 0.0
                 entries.append((-prio, -job.deficit_s[j], -x, job.job_id, job))
+                prios[job.job_id][t] = prio
             entries.sort()  # exact ties: lowest id first (ids are unique: views are never compared)
-            queue.extend((t, e[4], -e[0]) for e in entries)
+            queue += [(t, e[4], -e[0]) for e in entries]
         left = {t: state.cluster.count(t) for t in types}
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
         if not self.spare_last:
             self._serve(queue, left, chosen, index)
             return chosen
-        prios: dict[int, dict[str, float]] = {}
-        for t, job, prio in queue:
-            prios.setdefault(job.job_id, {})[t] = prio
         aware = not self.shuffle_types  # a type-agnostic policy's jobs do not seek their fast types
         deferred = self._serve([e for e in queue if e[2] > 0], left, chosen, index, prios if aware else None)
         spare = deferred + [e for e in queue if e[2] <= 0]
@@ -154,9 +154,18 @@ class GavelRoundPlanner:
         return key
 
     # -- placement --------------------------------------------------------------
+    def _gpu_set(self, order: tuple[int, ...]) -> frozenset[int]:
+        """``frozenset(order)``, kept while the same tuple comes back (a cluster's ``gpus_by_type``)."""
+        got = self._sets.get(id(order))
+        if got is None or got[0] is not order:
+            if len(self._sets) > 64:
+                self._sets.clear()
+            got = self._sets[id(order)] = (order, frozenset(order))
+        return got[1]
+
     def _place(self, order: tuple[int, ...], jobs: list[JobView], allocation: Allocation | None) -> list[Lease]:
         """Leases on the type whose up GPUs, server by server (Gavel's strided fill order), are ``order``."""
-        type_gpus = frozenset(order)
+        type_gpus = self._gpu_set(order)
         ptr = 0
         assigned: set[int] = set()
         placed: dict[int, tuple[int, ...]] = {}

@@ -43,6 +43,8 @@ class JobView:
 
     def owed_s(self, gpus: tuple[int, ...]) -> float:
         """Restore time still owed by a lease on exactly ``gpus`` that the last round cut short (else 0)."""
+        if not self.restoring:
+            return 0.0
         return next((s for g, s in self.restoring if g == gpus), 0.0)
 
     @property
@@ -132,7 +134,7 @@ class Allocation:
                 {(int(a), int(b)): tuple(float(v) for v in xs) for (a, b), xs in self.pairs.items()}))
         object.__setattr__(self, "memo", MappingProxyType(dict(self.memo)))
         object.__setattr__(self, "_index", {jid: i for i, jid in enumerate(self.job_ids)})
-        object.__setattr__(self, "_rows", tuple(tuple(float(v) for v in r) for r in x))
+        object.__setattr__(self, "_rows", tuple(map(tuple, x.tolist())))  # Python floats, as float(v)
 
     _index: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     _rows: tuple[tuple[float, ...], ...] = field(default=(), init=False, repr=False, compare=False)

@@ -84,14 +84,20 @@ class SimulatedExecutor:
         for lease in plan.leases:
             by_job.setdefault(lease.job_id, []).append(lease)
         results: list[LeaseResult] = []
+        losts: list[float] = []  # each result's restore time, in the results' order
+        charge = self.charge_restarts
         for leases in by_job.values():
             if len(leases) == 1:
-                results.append(self._run_one(leases[0], plan, self._lost(leases[0])))
+                lost = leases[0].lost_s if charge else 0.0
+                results.append(self._run_one(leases[0], plan, lost))
+                losts.append(lost)
             else:
-                results.extend(self._run_copies(leases, plan, [self._lost(x) for x in leases]))
-        if self.charge_restarts:  # what a round too short for a restore leaves of it
+                lost_each = [self._lost(x) for x in leases]
+                results.extend(self._run_copies(leases, plan, lost_each))
+                losts.extend(lost_each)
+        if charge:  # what a round too short for a restore leaves of it
             results = [replace(r, restore_left_s=lost - plan.duration_s) if lost > plan.duration_s else r
-                       for r, lost in zip(results, (self._lost(x) for x in _in_order(by_job)), strict=True)]
+                       for r, lost in zip(results, losts, strict=True)]
         end = max((r.end_s for r in results), default=plan.start_s)
         return RoundReport(plan.start_s, end, tuple(results))
 
@@ -146,8 +152,3 @@ def _shared_finish(rates: list[float], delays: list[float], steps: float) -> flo
             if i + 1 == len(levels) or t <= levels[i + 1]:
                 return t
     return max(levels)
-
-
-def _in_order(by_job: dict[int, list[Lease]]) -> list[Lease]:
-    """The leases in the order ``run_round`` reports their results."""
-    return [lease for leases in by_job.values() for lease in leases]
