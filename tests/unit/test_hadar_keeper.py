@@ -177,7 +177,7 @@ def test_keep_own_shields_jobs_far_shorter_than_the_job_that_sets_the_horizon() 
     with pytest.raises(InputError):
         create("hadar", keep_own=-0.5)
     # job 1 (9 h left) alone sets the horizon on 2 GPUs; job 0 (0.5 h left) and job 2 (1 h, never ran)
-    # are at most half of it: by default the keeper holds back neither (the drain waits for job 1 anyway)
+    # are at most 0.6 of it: by default the keeper holds back neither (the drain waits for job 1 anyway)
     st = state([{"rates": {"v100": 1.0}, "total": 3600.0, "remaining": 1800.0},
                 {"rates": {"v100": 1.0}, "total": 36000.0, "remaining": 32400.0},
                 {"rates": {"v100": 1.0}, "total": 3600.0, "arrival": 7000.0}], {"v100": 2}, now=7200.0)
@@ -185,7 +185,7 @@ def test_keep_own_shields_jobs_far_shorter_than_the_job_that_sets_the_horizon() 
     two = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([2]))
     assert create("hadar")._shielded(st, two, fresh, horizon_s(two)).tolist() == [1, 0, 1]
     assert create("hadar", keep_own=0.01)._shielded(st, two, fresh, horizon_s(two)).tolist() == [0, 0, 1]
-    # on one GPU all the work sets the horizon (37,800 s > 1.05 x 32,400 s): only the job that never ran
+    # on one GPU all the work sets the horizon (37,800 s > 1.01 x 32,400 s): only the job that never ran
     one = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([1]))
     assert horizon_s(one) == pytest.approx(37800.0)
     assert create("hadar")._shielded(st, one, fresh, horizon_s(one)).tolist() == [0, 0, 1]

@@ -76,7 +76,7 @@ class HadarPolicy:
         "keep_short": "the keeper never holds back a job whose remaining time on its best type is at most this many "
                       "rounds: a short job costs the horizon little, and holding it back costs its JCT hours "
                       "(null: off)",
-        "keep_own": "when one job's own length sets the horizon (the horizon is at most 1.05x the longest remaining "
+        "keep_own": "when one job's own length sets the horizon (the horizon is at most 1.01x the longest remaining "
                     "best-type time), the keeper never holds back a job whose remaining best-type time is at most "
                     "this share of the horizon: the drain waits for that job anyway (null: off)",
         "keep_max_jobs": "above this many active jobs the keeper is skipped (null: never)",
@@ -104,7 +104,7 @@ class HadarPolicy:
                  exponent: float = 1.0, aging_s: float | None = None, restart_s: float | None = None,
                  fill: bool = True, keep_slack: float | None = 0.01, keep_busy: float | None = 0.1,
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
-                 keep_short: float | None = 1.0, keep_own: float | None = 0.5,
+                 keep_short: float | None = 1.0, keep_own: float | None = 0.6,
                  keep_max_jobs: int | None = None, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
                  plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = False, share: bool = False,
                  share_gain: float = 1.0) -> None:
@@ -355,7 +355,7 @@ class HadarPolicy:
 
 
 #: ``keep_own``: the horizon is one job's own length when it is at most this times the longest remaining time
-_OWN = 1.05
+_OWN = 1.01
 
 
 def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:
