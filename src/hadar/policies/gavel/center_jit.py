@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from numba import njit
@@ -40,8 +40,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 def _compiled(fn: _F) -> _F:
     """Compile ``fn`` on its first call; the machine code is cached beside this file (or in the
     user's cache where that is read-only). ``error_model="numpy"``: x / 0 gives inf, as NumPy does."""
-    out: _F = njit(cache=True, nogil=True, error_model="numpy")(fn)
-    return out
+    return cast(_F, njit(cache=True, nogil=True, error_model="numpy")(fn))
 
 
 @_compiled

@@ -306,9 +306,10 @@ class HadarPolicy:
     def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float) -> IntArray | None:
         """Jobs the keeper may not hold back (1, else 0; None: none): with ``keep_short`` set, those
         whose remaining best-type time is at most ``keep_short`` rounds; with ``keep_own`` set and the
-        horizon ``h`` set by one job's own length, those with at most ``keep_own`` x h left; with ``keep_fair`` set, those
-        whose finish-time fairness so far, (now - arrival + remaining best-type time) / best-type time of
-        the whole job, exceeds ``keep_fair``; with either, those that never ran (``first_round``)."""
+        horizon ``h`` set by one job's own length, those with at most ``keep_own`` x h left; with
+        ``keep_fair`` set, those whose finish-time fairness so far, (now - arrival + remaining best-type
+        time) / best-type time of the whole job, exceeds ``keep_fair``; with any, those that never ran
+        (``first_round``)."""
         if self.keep_fair is None and self.keep_short is None and self.keep_own is None:
             return None
         best = np.where(work.rates.max(axis=1) > 0, work.rates.max(axis=1), np.inf)
