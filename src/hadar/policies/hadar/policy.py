@@ -312,7 +312,8 @@ class HadarPolicy:
         (``first_round``)."""
         if self.keep_fair is None and self.keep_short is None and self.keep_own is None:
             return None
-        best = np.where(work.rates.max(axis=1) > 0, work.rates.max(axis=1), np.inf)
+        top = work.rates.max(axis=1)
+        best = np.where(top > 0, top, np.inf)
         left = work.remaining / best
         out = np.zeros(len(state.jobs), dtype=int)
         if self.keep_short is not None:
