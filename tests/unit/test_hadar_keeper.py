@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hadar.errors import InputError
+from hadar.model.state import SchedulerState
 from hadar.policies import create
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, periods_s, round_plan
 from tests.helpers import leased
@@ -178,13 +179,18 @@ def test_keep_own_shields_jobs_far_shorter_than_the_job_that_sets_the_horizon() 
         create("hadar", keep_own=-0.5)
     # job 1 (9 h left) alone sets the horizon on 2 GPUs; job 0 (0.5 h left) and job 2 (1 h, never ran)
     # are at most 0.6 of it: by default the keeper holds back neither (the drain waits for job 1 anyway)
-    st = state([{"rates": {"v100": 1.0}, "total": 3600.0, "remaining": 1800.0},
-                {"rates": {"v100": 1.0}, "total": 36000.0, "remaining": 32400.0},
-                {"rates": {"v100": 1.0}, "total": 3600.0, "arrival": 7000.0}], {"v100": 2}, now=7200.0)
+    def jobs(arrival: float) -> SchedulerState:
+        return state([{"rates": {"v100": 1.0}, "total": 3600.0, "remaining": 1800.0},
+                      {"rates": {"v100": 1.0}, "total": 36000.0, "remaining": 32400.0},
+                      {"rates": {"v100": 1.0}, "total": 3600.0, "arrival": arrival}], {"v100": 2}, now=7200.0)
+    st = jobs(6500.0)
     fresh = np.array([False, False, True])
     two = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([2]))
+    assert horizon_s(two) == pytest.approx(32400.0)
     assert create("hadar")._shielded(st, two, fresh, horizon_s(two)).tolist() == [1, 0, 1]
     assert create("hadar", keep_own=0.01)._shielded(st, two, fresh, horizon_s(two)).tolist() == [0, 0, 1]
+    # ... but only once arrivals pause: job 2 arrived 200 s ago, within 2 % of the horizon (648 s)
+    assert create("hadar")._shielded(jobs(7000.0), two, fresh, horizon_s(two)).tolist() == [0, 0, 1]
     # on one GPU all the work sets the horizon (37,800 s > 1.01 x 32,400 s): only the job that never ran
     one = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([1]))
     assert horizon_s(one) == pytest.approx(37800.0)

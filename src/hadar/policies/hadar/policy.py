@@ -77,8 +77,9 @@ class HadarPolicy:
                       "rounds: a short job costs the horizon little, and holding it back costs its JCT hours "
                       "(null: off)",
         "keep_own": "when one job's own length sets the horizon (the horizon is at most 1.01x the longest remaining "
-                    "best-type time), the keeper never holds back a job whose remaining best-type time is at most "
-                    "this share of the horizon: the drain waits for that job anyway (null: off)",
+                    "best-type time) and no job arrived within 2 % of the horizon, the keeper never holds back a "
+                    "job whose remaining best-type time is at most this share of the horizon: the drain waits for "
+                    "that job anyway (null: off)",
         "keep_max_jobs": "above this many active jobs the keeper is skipped (null: never)",
         "first_round": "a job that never ran goes ahead of every job that has (it starts at the first round "
                        "boundary after it arrives)",
@@ -306,10 +307,10 @@ class HadarPolicy:
     def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float) -> IntArray | None:
         """Jobs the keeper may not hold back (1, else 0; None: none): with ``keep_short`` set, those
         whose remaining best-type time is at most ``keep_short`` rounds; with ``keep_own`` set and the
-        horizon ``h`` set by one job's own length, those with at most ``keep_own`` x h left; with
-        ``keep_fair`` set, those whose finish-time fairness so far, (now - arrival + remaining best-type
-        time) / best-type time of the whole job, exceeds ``keep_fair``; with any, those that never ran
-        (``first_round``)."""
+        horizon ``h`` set by one job's own length and no arrival within ``_OWN_QUIET`` x h, those with
+        at most ``keep_own`` x h left; with ``keep_fair`` set, those whose finish-time fairness so far,
+        (now - arrival + remaining best-type time) / best-type time of the whole job, exceeds
+        ``keep_fair``; with any, those that never ran (``first_round``)."""
         if self.keep_fair is None and self.keep_short is None and self.keep_own is None:
             return None
         top = work.rates.max(axis=1)
@@ -318,7 +319,8 @@ class HadarPolicy:
         out = np.zeros(len(state.jobs), dtype=int)
         if self.keep_short is not None:
             out |= left <= self.keep_short * state.round_s
-        if self.keep_own is not None and h <= _OWN * float(left.max()):
+        if self.keep_own is not None and h <= _OWN * float(left.max()) and \
+                state.now_s - max(j.arrival_s for j in state.jobs) >= _OWN_QUIET * h:
             out |= left <= self.keep_own * h
         if self.keep_fair is not None:
             total = np.array([j.total_steps for j in state.jobs], dtype=float)
@@ -358,6 +360,9 @@ class HadarPolicy:
 
 #: ``keep_own``: the horizon is one job's own length when it is at most this times the longest remaining time
 _OWN = 1.01
+#: ``keep_own`` waits for arrivals to pause: none within this share of the horizon (while jobs keep coming,
+#: the job that sets the horizon needs its best GPUs, and a job held back now can run on them later)
+_OWN_QUIET = 0.02
 
 
 def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:
