@@ -14,12 +14,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hadar.model.cluster import Cluster
+from hadar.model.frozen import builder
 from hadar.model.job import Job
 from hadar.model.plan import LeaseResult, RoundPlan, RoundReport
 from hadar.model.state import Allocation, JobView, SchedulerState
 from hadar.model.throughput import ThroughputTable
 
 DONE_EPS = 1e-6
+_job_view = builder(JobView)
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,7 +352,7 @@ def _signbit(x: float) -> bool:
 
 def _view(r: JobRecord) -> JobView:
     """The record's view for a snapshot (kept on the record until it changes)."""
-    r.view = JobView(
+    r.view = _job_view(
         job_id=r.job.job_id, job_type=r.job.job_type, scale_factor=r.job.scale_factor,
         priority_weight=r.job.priority_weight, arrival_s=r.job.arrival_s,
         total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
