@@ -233,8 +233,8 @@ class GavelRoundPlanner:
                         assigned.add(g)
                 got.sort()
                 placed[job.job_id] = (job, tuple(got))
-        return [_lease(job_id=jid, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
-                       max_steps=job.remaining_steps, copy=0, extended=gpus == job.previous_gpus, partner_id=-1,
-                       partner_type="", restart_s=job.restart_s,
-                       owed_s=job.owed_s(gpus) if job.restoring else 0.0)
+        # Lease's fields in order: job, type, scale factor, GPUs, max steps, copy, extended, partner id and
+        # type, restart_s, owed_s (tests/unit/test_frozen.py)
+        return [_lease(jid, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0, gpus == job.previous_gpus,
+                       -1, "", job.restart_s, job.owed_s(gpus) if job.restoring else 0.0)
                 for jid, (job, gpus) in placed.items()]
