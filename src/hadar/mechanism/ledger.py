@@ -333,21 +333,23 @@ class JobLedger:
     def _moved(self, ran: dict[int, list[int]], restoring: dict[int, list[tuple[tuple[int, ...], float]]]) -> None:
         """Each active job's GPUs and unfinished restores of this round: only jobs that ran now, or
         held GPUs or owed a restore before, can change (the rest keep ``()``)."""
-        for jid in [j for j in ran if j in self.active] + [j for j in self._holding if j not in ran]:
-            rec = self.active[jid]
-            gpus = tuple(sorted(ran.get(jid, ())))
+        active, holding = self.active, self._holding
+        for jid in [j for j in ran if j in active] + [j for j in holding if j not in ran]:
+            rec = active[jid]
+            got = ran.get(jid)
+            gpus = tuple(sorted(got)) if got else ()
             if gpus:
                 if rec.rounds_run > 0 and gpus != rec.prev_gpus:
                     rec.restarts += 1  # resumed elsewhere or after a pause: checkpoint restore
                 rec.rounds_run += 1
-            owed = tuple(restoring.get(jid, ()))
+            owed = tuple(restoring[jid]) if jid in restoring else ()
             if gpus != rec.prev_gpus or owed != rec.restoring:
                 rec.view = None
             rec.prev_gpus, rec.restoring = gpus, owed
             if gpus or owed:
-                self._holding.add(jid)
+                holding.add(jid)
             else:
-                self._holding.discard(jid)
+                holding.discard(jid)
 
     # ---- queries ----------------------------------------------------------------
     def finished(self, job_id: int) -> bool:

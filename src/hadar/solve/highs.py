@@ -201,7 +201,7 @@ def minimize(c: FloatArray, a: Csc | sp.csr_matrix | sp.csc_matrix, upper: Float
     return res if res.status == 0 else None
 
 
-def solve_highs(c: FloatArray, a_ub: sp.spmatrix, b_ub: FloatArray, bounds: FloatArray) -> LPResult:
+def solve_highs(c: FloatArray, a_ub: sp.spmatrix | Csc, b_ub: FloatArray, bounds: FloatArray) -> LPResult:
     """Gavel's LPs (:data:`DUAL`): minimize ``c @ z`` s.t. ``a_ub @ z <= b_ub``, ``bounds[:, 0] <= z
     <= bounds[:, 1]``.
 
@@ -210,7 +210,7 @@ def solve_highs(c: FloatArray, a_ub: sp.spmatrix, b_ub: FloatArray, bounds: Floa
     c = np.ascontiguousarray(c, dtype=float)
     b = np.asarray(b_ub, dtype=float)
     bnd = np.asarray(bounds, dtype=float)
-    a = Csc.from_sparse(a_ub)
+    a = a_ub if isinstance(a_ub, Csc) else Csc.from_sparse(a_ub)
     if a.shape != (b.size, c.size) or bnd.shape != (c.size, 2):
         raise ValueError("inconsistent shapes of the costs, constraints and bounds")
     if not (np.isfinite(c).all() and np.isfinite(a.data).all()) or np.isnan(b).any() or np.isnan(bnd).any():
