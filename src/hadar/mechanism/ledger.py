@@ -60,6 +60,7 @@ class JobRecord:
     restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, restore s left) of last round's leases
     measured_restart_s: float | None = None  # the runtime's measured restart cost (used if the job gives none)
     view: JobView | None = None  # the snapshot's view of it, until the record changes (the ledger clears it)
+    done_at: float = 0.0  # remaining steps at or below which the job is done (set by the ledger: done_at())
 
     @property
     def restart_s(self) -> float:
@@ -121,6 +122,7 @@ class JobLedger:
         rec = JobRecord(job, rates, max(0.0, float(job.total_steps) - done_steps), first_start_s=first_start_s,
                         attained_gpu_s=attained_gpu_s,
                         received_s=[seed] * len(self.types), deficit_s=[0.0] * len(self.types))
+        rec.done_at = done_at(job)
         self.records[job.job_id] = rec
         self.active[job.job_id] = rec
         self._views = None
@@ -133,7 +135,7 @@ class JobLedger:
         snapshot are reused: they are frozen and equal)."""
         views = self._views
         if views is None:
-            views = self._views = tuple(r.view or _view(r) for r in self.active.values())
+            views = self._views = tuple([r.view or _view(r) for r in self.active.values()])
         return SchedulerState(now_s=now_s, round_s=self.round_s, cluster=self.cluster, jobs=views,
                               table=self.table, memo=self.memo)
 
@@ -324,7 +326,7 @@ class JobLedger:
             t = self.types[j]
             by_type[t] = by_type.get(t, 0.0) + steps / len(used)
         rec.remaining -= steps
-        if rec.remaining <= DONE_EPS * max(1.0, float(rec.job.total_steps)) and rec.finish_s is None:
+        if rec.remaining <= rec.done_at and rec.finish_s is None:
             rec.remaining = 0.0
             rec.finish_s = max(res.end_s, rec.finish_s or 0.0)
             return True
@@ -359,6 +361,11 @@ class JobLedger:
     def ended(self) -> int:
         """Jobs that finished, failed for good or were cancelled."""
         return sum(1 for r in self.records.values() if r.ended)
+
+
+def done_at(job: Job) -> float:
+    """Remaining steps at or below which ``job`` counts as finished (round-off of its step count)."""
+    return DONE_EPS * max(1.0, float(job.total_steps))
 
 
 def _signbit(x: float) -> bool:

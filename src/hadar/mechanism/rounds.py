@@ -216,14 +216,15 @@ class GavelRoundPlanner:
         sizes = {j.scale_factor for j in jobs}
         for sf in sorted(sizes, reverse=True):
             group = [j for j in jobs if j.scale_factor == sf] if len(sizes) > 1 else jobs
+            fresh = []
             for job in group:  # keep previous GPUs when all are free
                 prev = job.previous_gpus
                 if prev and len(prev) == sf and type_gpus.issuperset(prev) and assigned.isdisjoint(prev):
                     placed[job.job_id] = (job, prev)
                     assigned.update(prev)
-            for job in group:
-                if job.job_id in placed or allocation is None or job.job_id not in allocation:
-                    continue
+                elif allocation is not None and job.job_id in allocation:
+                    fresh.append(job)
+            for job in fresh:
                 got: list[int] = []
                 while len(got) < sf and ptr < end:
                     g = order[ptr]
