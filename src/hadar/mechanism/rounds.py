@@ -225,6 +225,12 @@ class GavelRoundPlanner:
                 elif allocation is not None and job.job_id in allocation:
                     fresh.append(job)
             for job in fresh:
+                chunk = order[ptr:ptr + sf]
+                if len(chunk) == sf and assigned.isdisjoint(chunk):  # the next sf GPUs are all free
+                    ptr += sf
+                    assigned.update(chunk)
+                    placed[job.job_id] = (job, tuple(sorted(chunk)))
+                    continue
                 got: list[int] = []
                 while len(got) < sf and ptr < end:
                     g = order[ptr]

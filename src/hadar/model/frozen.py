@@ -35,7 +35,7 @@ def builder(cls: type[T]) -> Callable[..., T]:
     body = "".join(f"    o.{n} = {n}\n" for n in names)
     src = f"def build({params}):\n    o = draft()\n{body}    o.__class__ = cls\n    return o\n"
     scope: dict[str, Any] = {"draft": draft, "cls": cls}
-    exec(compile(src, f"<builder of {cls.__name__}>", "exec"), scope)  # noqa: S102 - field names only
+    exec(compile(src, f"<builder of {cls.__name__}>", "exec"), scope)  # the code names only the fields
     fn: Callable[..., T] = scope["build"]
     fn.__doc__ = f"Build a {cls.__name__} from all of its fields (hadar.model.frozen.builder)."
     return fn

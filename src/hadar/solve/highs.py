@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from hadar.arrays import FloatArray, IntArray
@@ -103,8 +104,8 @@ class Warm:
 class Csc:
     """A constraint matrix column by column (SciPy's CSC arrays, row indices sorted in each column)."""
 
-    indptr: IntArray
-    indices: IntArray
+    indptr: npt.NDArray[np.integer[Any]]  # int32 as HiGHS takes them (SciPy's own index type otherwise)
+    indices: npt.NDArray[np.integer[Any]]
     data: FloatArray
     shape: tuple[int, int]
 
