@@ -130,7 +130,8 @@ class GavelRoundPlanner:
         alloc_index = {t: i for i, t in enumerate(allocation.gpu_types)} if allocation is not None else {}
         rows = [allocation.row(job.job_id) for job in jobs] if allocation is not None else [None] * len(jobs)
         skip_zero = self.skip_zero_priority
-        taken: set[int] = set()
+        cands = [(job, job.job_id, job.throughputs, job.received_s, job.deficit_s, row)
+                 for job, row in zip(jobs, rows, strict=True)]
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
         for t in types:
             room = state.cluster.count(t)
@@ -138,13 +139,13 @@ class GavelRoundPlanner:
                 continue
             j, a = index[t], alloc_index.get(t)
             entries = []
-            for job, row in zip(jobs, rows, strict=True):
-                rate = job.throughputs[j]
-                if job.job_id in taken or rate <= 0:
+            for job, jid, rates, received, deficit, row in cands:
+                rate = rates[j]
+                if rate <= 0:
                     continue
                 x = row[a] if (row is not None and a is not None) else 0.0
-                prio = x / job.received_s[j] if (x > 0.0 and rate > 0) else 0.0
-                entries.append((-prio, -job.deficit_s[j], -x, job.job_id, job))
+                prio = x / received[j] if (x > 0.0 and rate > 0) else 0.0
+                entries.append((-prio, -deficit[j], -x, jid, job))
             entries.sort()  # exact ties: lowest id first (ids are unique: views are never compared)
             got = chosen[t]
             for e in entries:
@@ -152,10 +153,12 @@ class GavelRoundPlanner:
                 if (skip_zero and e[0] >= 0) or job.scale_factor > room:
                     continue
                 room -= job.scale_factor
-                taken.add(job.job_id)
                 got.append(job)
                 if room == 0:
                     break
+            if got:  # a job chosen here is passed over on every later type
+                ids = {job.job_id for job in got}
+                cands = [c for c in cands if c[1] not in ids]
         return chosen
 
     def _serve(self, queue: list[tuple[str, JobView, float]], left: dict[str, int], chosen: dict[str, list[JobView]],
