@@ -239,29 +239,30 @@ class Engine:
 
     def _cut(self, plan: RoundPlan, source: JobSource, now: float) -> RoundPlan:
         """The round ends at its first decisive event (see the module docstring)."""
+        if not self.traits.cut_rounds:
+            return plan  # its one event is the round's end
         end = plan.start_s + plan.duration_s
         queue = EventQueue()
         queue.push(end, EventKind.ROUND_END)
-        if self.traits.cut_rounds:
-            nxt = source.next_arrival()
-            if nxt is not None and now < nxt:
-                at = self._arrival_cut(plan, nxt)
-                if at is not None and at < end:
-                    queue.push(at, EventKind.ARRIVAL)
-            planned = {lease.job_id for lease in plan.leases}
-            waiting = any(jid not in planned for jid in self.ledger.active)
-            # a forking policy's other jobs fork onto the GPUs a completion frees
-            waiting = waiting or (self.traits.forks and len(self.ledger.active) > 1)
-            copies = {lease.job_id for lease in plan.leases if lease.copy > 0}
-            for lease in plan.leases:
-                # a job running as copies: its finish depends on all of them (and, simulated, on the
-                # fork efficiency), which one lease's rate does not predict; its round runs on
-                rate = self.executor.estimate_rate(lease) if lease.job_id not in copies else None
-                if rate is not None and rate > 0:
-                    # just past the last step, after the restore a lease that is not extended pays first
-                    t = plan.start_s + lease.lost_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9
-                    if t < end and (waiting or (nxt is not None and nxt < t)):
-                        queue.push(t, EventKind.COMPLETION, lease.job_id)
+        nxt = source.next_arrival()
+        if nxt is not None and now < nxt:
+            at = self._arrival_cut(plan, nxt)
+            if at is not None and at < end:
+                queue.push(at, EventKind.ARRIVAL)
+        planned = {lease.job_id for lease in plan.leases}
+        waiting = any(jid not in planned for jid in self.ledger.active)
+        # a forking policy's other jobs fork onto the GPUs a completion frees
+        waiting = waiting or (self.traits.forks and len(self.ledger.active) > 1)
+        copies = {lease.job_id for lease in plan.leases if lease.copy > 0}
+        for lease in plan.leases:
+            # a job running as copies: its finish depends on all of them (and, simulated, on the
+            # fork efficiency), which one lease's rate does not predict; its round runs on
+            rate = self.executor.estimate_rate(lease) if lease.job_id not in copies else None
+            if rate is not None and rate > 0:
+                # just past the last step, after the restore a lease that is not extended pays first
+                t = plan.start_s + lease.lost_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9
+                if t < end and (waiting or (nxt is not None and nxt < t)):
+                    queue.push(t, EventKind.COMPLETION, lease.job_id)
         first = queue.pop()
         if first.kind == EventKind.ROUND_END:
             return plan

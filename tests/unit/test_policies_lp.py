@@ -146,6 +146,7 @@ def test_solve_lp_rejects_nan_costs_with_a_solver_error():
 
 
 def test_maxmin_matrix_is_the_stacked_sparse_matrix_entry_for_entry():
+    from hadar.solve.highs import Csc
     from hadar.solve.lp import maxmin_matrix
 
     rng = np.random.default_rng(11)
@@ -162,9 +163,14 @@ def test_maxmin_matrix_is_the_stacked_sparse_matrix_entry_for_entry():
         ref = sp.csc_array(sp.vstack(blocks).tocsr())
         ref.sort_indices()
         ours = maxmin_matrix(var, coef, weights, np.nonzero(free)[0], fixed)
-        assert ours.shape == ref.shape and ours.has_sorted_indices
+        assert ours.shape == ref.shape
         assert ours.indptr.tolist() == ref.indptr.tolist() and ours.indices.tolist() == ref.indices.tolist()
         assert ours.data.tobytes() == ref.data.tobytes()
+        # what HiGHS is given is what it was given through SciPy (Csc.from_sparse of the same matrix)
+        via = Csc.from_sparse(ours.sparse())
+        assert (via.indptr.tobytes(), via.indices.tobytes(), via.data.tobytes()) == (
+            ours.indptr.tobytes(), ours.indices.tobytes(), ours.data.tobytes())
+        assert ours.indptr.dtype == ours.indices.dtype == np.int32 and ours.data.dtype == np.float64
 
 
 def test_without_the_binding_linprog_gives_the_same_point(monkeypatch):

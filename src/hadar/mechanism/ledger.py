@@ -14,12 +14,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hadar.model.cluster import Cluster
+from hadar.model.frozen import builder
 from hadar.model.job import Job
 from hadar.model.plan import LeaseResult, RoundPlan, RoundReport
 from hadar.model.state import Allocation, JobView, SchedulerState
 from hadar.model.throughput import ThroughputTable
 
 DONE_EPS = 1e-6
+_job_view = builder(JobView)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ class JobRecord:
     restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, restore s left) of last round's leases
     measured_restart_s: float | None = None  # the runtime's measured restart cost (used if the job gives none)
     view: JobView | None = None  # the snapshot's view of it, until the record changes (the ledger clears it)
+    done_at: float = 0.0  # remaining steps at or below which the job is done (set by the ledger: done_at())
 
     @property
     def restart_s(self) -> float:
@@ -119,6 +122,7 @@ class JobLedger:
         rec = JobRecord(job, rates, max(0.0, float(job.total_steps) - done_steps), first_start_s=first_start_s,
                         attained_gpu_s=attained_gpu_s,
                         received_s=[seed] * len(self.types), deficit_s=[0.0] * len(self.types))
+        rec.done_at = done_at(job)
         self.records[job.job_id] = rec
         self.active[job.job_id] = rec
         self._views = None
@@ -131,7 +135,7 @@ class JobLedger:
         snapshot are reused: they are frozen and equal)."""
         views = self._views
         if views is None:
-            views = self._views = tuple(r.view or _view(r) for r in self.active.values())
+            views = self._views = tuple([r.view or _view(r) for r in self.active.values()])
         return SchedulerState(now_s=now_s, round_s=self.round_s, cluster=self.cluster, jobs=views,
                               table=self.table, memo=self.memo)
 
@@ -247,7 +251,8 @@ class JobLedger:
     def apply(self, plan: RoundPlan, report: RoundReport) -> list[int]:
         """Record what the round did; returns ids of jobs that ended (finished, or failed for good)."""
         self.rounds += 1
-        prev = {jid for jid in self._holding if self.active[jid].prev_gpus}  # held GPUs last round
+        active = self.active
+        prev = {jid for jid in self._holding if active[jid].prev_gpus}  # held GPUs last round
         self.lease_opportunities += len(prev)
         ran: dict[int, list[int]] = {}
         restoring: dict[int, list[tuple[tuple[int, ...], float]]] = {}
@@ -255,61 +260,73 @@ class JobLedger:
         self.lease_extensions += len({lease.job_id for lease in plan.leases if lease.extended} & prev)
         gpu_busy: dict[int, float] = {}  # a GPU shared by a pair is busy while either job runs
         ended: set[int] = set()  # jobs that finished or failed for good now (an active job had neither before)
+        start, records, credit = report.start_s, self.records, self._credit
         for res in report.results:
-            rec = self.records[res.job_id]
+            rec = records[res.job_id]
             if rec.cancelled_s is not None:
                 continue  # cancelled while the round ran: its work no longer counts
             rec.view = None
-            busy = res.end_s - report.start_s
+            busy = res.end_s - start
             busy = busy if busy > 0.0 else 0.0  # = max(0.0, busy)
             for g in res.gpus:
                 was = gpu_busy.get(g)
                 if was is None or busy > was:  # = max(was, busy), was = 0.0 when absent
                     gpu_busy[g] = busy
-            ran.setdefault(res.job_id, []).extend(res.gpus)
+            got = ran.get(res.job_id)
+            if got is None:
+                ran[res.job_id] = list(res.gpus)
+            else:
+                got.extend(res.gpus)
             if res.restore_left_s > 0:
                 restoring.setdefault(res.job_id, []).append((res.gpus, res.restore_left_s))
-            g0 = res.gpus[0] if res.gpus else 0
             if self.track_copies:
-                rec.copies.append(CopyRound(self.rounds, res.copy, self.cluster.node_of[g0],
-                                            self.cluster.gpu_type_of[g0], len(res.gpus), res.steps, res.failed))
+                self._log_copy(rec, res)
             if res.failed:
                 if res.fatal and rec.finish_s is None and rec.failed_s is None:
-                    rec.failed_s, rec.failure = max(res.end_s, report.start_s), res.error or "failed"
+                    rec.failed_s, rec.failure = max(res.end_s, start), res.error or "failed"
                     ended.add(res.job_id)
                 continue
             if rec.first_start_s is None:
-                rec.first_start_s = report.start_s
-            if self._credit(rec, res, busy):
+                rec.first_start_s = start
+            if credit(rec, res, busy):
                 ended.add(res.job_id)
+        busy_s = self.gpu_busy_s
         for g, busy in gpu_busy.items():
-            self.gpu_busy_s[g] += busy
+            busy_s[g] += busy
         self._views = None
         self._moved(ran, restoring)
-        finished = [jid for jid in self.active if jid in ended] if ended else []
+        finished = [jid for jid in active if jid in ended] if ended else []
         for jid in finished:
-            del self.active[jid]
+            del active[jid]
             self._holding.discard(jid)
         if finished:
             self.need_update = True
         self.last_event_s = max(self.last_event_s, report.end_s)
         return finished
 
+    def _log_copy(self, rec: JobRecord, res: LeaseResult) -> None:
+        """The job tracker's entry of this lease (``track_copies``)."""
+        g0 = res.gpus[0] if res.gpus else 0
+        rec.copies.append(CopyRound(self.rounds, res.copy, self.cluster.node_of[g0], self.cluster.gpu_type_of[g0],
+                                    len(res.gpus), res.steps, res.failed))
+
     def _credit(self, rec: JobRecord, res: LeaseResult, busy: float) -> bool:
         """A lease's GPU time, time per type and steps (shared evenly by the types it spans); True if
         the job finished with it."""
-        rec.attained_gpu_s += busy * len(res.gpus)
-        used = self._types_of.get(res.gpus)
+        gpus = res.gpus
+        rec.attained_gpu_s += busy * len(gpus)
+        used = self._types_of.get(gpus)
         if used is None:
             if len(self._types_of) > 100_000:
                 self._types_of.clear()
-            used = self._types_of[res.gpus] = sorted({self._type_index[g] for g in res.gpus})
+            used = self._types_of[gpus] = sorted({self._type_index[g] for g in gpus})
+        steps, received, by_type = res.steps, rec.received_s, rec.steps_by_type
         for j in used:
-            rec.received_s[j] += busy
+            received[j] += busy
             t = self.types[j]
-            rec.steps_by_type[t] = rec.steps_by_type.get(t, 0.0) + res.steps / len(used)
-        rec.remaining -= res.steps
-        if rec.remaining <= DONE_EPS * max(1.0, float(rec.job.total_steps)) and rec.finish_s is None:
+            by_type[t] = by_type.get(t, 0.0) + steps / len(used)
+        rec.remaining -= steps
+        if rec.remaining <= rec.done_at and rec.finish_s is None:
             rec.remaining = 0.0
             rec.finish_s = max(res.end_s, rec.finish_s or 0.0)
             return True
@@ -318,21 +335,23 @@ class JobLedger:
     def _moved(self, ran: dict[int, list[int]], restoring: dict[int, list[tuple[tuple[int, ...], float]]]) -> None:
         """Each active job's GPUs and unfinished restores of this round: only jobs that ran now, or
         held GPUs or owed a restore before, can change (the rest keep ``()``)."""
-        for jid in [j for j in ran if j in self.active] + [j for j in self._holding if j not in ran]:
-            rec = self.active[jid]
-            gpus = tuple(sorted(ran.get(jid, ())))
+        active, holding = self.active, self._holding
+        for jid in [j for j in ran if j in active] + [j for j in holding if j not in ran]:
+            rec = active[jid]
+            got = ran.get(jid)
+            gpus = tuple(sorted(got)) if got else ()
             if gpus:
                 if rec.rounds_run > 0 and gpus != rec.prev_gpus:
                     rec.restarts += 1  # resumed elsewhere or after a pause: checkpoint restore
                 rec.rounds_run += 1
-            owed = tuple(restoring.get(jid, ()))
+            owed = tuple(restoring[jid]) if jid in restoring else ()
             if gpus != rec.prev_gpus or owed != rec.restoring:
                 rec.view = None
             rec.prev_gpus, rec.restoring = gpus, owed
             if gpus or owed:
-                self._holding.add(jid)
+                holding.add(jid)
             else:
-                self._holding.discard(jid)
+                holding.discard(jid)
 
     # ---- queries ----------------------------------------------------------------
     def finished(self, job_id: int) -> bool:
@@ -344,18 +363,21 @@ class JobLedger:
         return sum(1 for r in self.records.values() if r.ended)
 
 
+def done_at(job: Job) -> float:
+    """Remaining steps at or below which ``job`` counts as finished (round-off of its step count)."""
+    return DONE_EPS * max(1.0, float(job.total_steps))
+
+
 def _signbit(x: float) -> bool:
     return math.copysign(1.0, x) < 0
 
 
 def _view(r: JobRecord) -> JobView:
-    """The record's view for a snapshot (kept on the record until it changes)."""
-    r.view = JobView(
-        job_id=r.job.job_id, job_type=r.job.job_type, scale_factor=r.job.scale_factor,
-        priority_weight=r.job.priority_weight, arrival_s=r.job.arrival_s,
-        total_steps=float(r.job.total_steps), remaining_steps=r.remaining, throughputs=r.throughputs,
-        first_start_s=r.first_start_s, attained_gpu_s=r.attained_gpu_s, previous_gpus=r.prev_gpus,
-        received_s=tuple(r.received_s), deficit_s=tuple(r.deficit_s), restart_s=r.restart_s,
-        restoring=r.restoring, slo=r.job.slo, entity=r.job.entity,
-    )
+    """The record's view for a snapshot (kept on the record until it changes); its fields in
+    ``JobView``'s order (tests/unit/test_frozen.py checks them against a view built by name)."""
+    job = r.job
+    r.view = _job_view(
+        job.job_id, job.job_type, job.scale_factor, job.priority_weight, job.arrival_s, float(job.total_steps),
+        r.remaining, r.throughputs, r.first_start_s, r.attained_gpu_s, r.prev_gpus, tuple(r.received_s),
+        tuple(r.deficit_s), r.restart_s, r.restoring, job.slo, job.entity)
     return r.view

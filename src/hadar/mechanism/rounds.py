@@ -33,8 +33,11 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from hadar.mechanism.pairs import PairCounters, choose_units, pair_leases
+from hadar.model.frozen import builder
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, JobView, SchedulerState
+
+_lease = builder(Lease)
 
 
 class GavelRoundPlanner:
@@ -86,6 +89,8 @@ class GavelRoundPlanner:
     # -- choosing who runs ------------------------------------------------------
     def _choose(self, state: SchedulerState, allocation: Allocation | None,
                 types: Sequence[str]) -> dict[str, list[JobView]]:
+        if not self.spare_last:
+            return self._scan(state, allocation, types)
         index = {t: i for i, t in enumerate(state.gpu_types)}
         queue: list[tuple[str, JobView, float]] = []
         alloc_index = {t: i for i, t in enumerate(allocation.gpu_types)} if allocation is not None else {}
@@ -106,14 +111,54 @@ class GavelRoundPlanner:
             queue += [(t, e[4], -e[0]) for e in entries]
         left = {t: state.cluster.count(t) for t in types}
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
-        if not self.spare_last:
-            self._serve(queue, left, chosen, index)
-            return chosen
         aware = not self.shuffle_types  # a type-agnostic policy's jobs do not seek their fast types
         deferred = self._serve([e for e in queue if e[2] > 0], left, chosen, index, prios if aware else None)
         spare = deferred + [e for e in queue if e[2] <= 0]
         key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware)
         self._serve(sorted(spare, key=key), left, chosen, index)
+        return chosen
+
+    def _scan(self, state: SchedulerState, allocation: Allocation | None,
+              types: Sequence[str]) -> dict[str, list[JobView]]:
+        """Gavel's scan (``_choose`` without ``spare_last``): type by type, the jobs in priority order
+        (-priority, -deficit, -x, job id), each job not yet chosen that runs on the type gets
+        ``scale_factor`` GPUs of it if they are left. Jobs already chosen or that cannot run on the type
+        are left out before the sort (the scan would pass over them), and a type's scan stops when it
+        has no GPU left."""
+        index = {t: i for i, t in enumerate(state.gpu_types)}
+        jobs = state.jobs
+        alloc_index = {t: i for i, t in enumerate(allocation.gpu_types)} if allocation is not None else {}
+        rows = [allocation.row(job.job_id) for job in jobs] if allocation is not None else [None] * len(jobs)
+        skip_zero = self.skip_zero_priority
+        cands = [(job, job.job_id, job.throughputs, job.received_s, job.deficit_s, row)
+                 for job, row in zip(jobs, rows, strict=True)]
+        chosen: dict[str, list[JobView]] = {t: [] for t in types}
+        for t in types:
+            room = state.cluster.count(t)
+            if room == 0:
+                continue
+            j, a = index[t], alloc_index.get(t)
+            entries = []
+            for job, jid, rates, received, deficit, row in cands:
+                rate = rates[j]
+                if rate <= 0:
+                    continue
+                x = row[a] if (row is not None and a is not None) else 0.0
+                prio = x / received[j] if (x > 0.0 and rate > 0) else 0.0
+                entries.append((-prio, -deficit[j], -x, jid, job))
+            entries.sort()  # exact ties: lowest id first (ids are unique: views are never compared)
+            got = chosen[t]
+            for e in entries:
+                job = e[4]
+                if (skip_zero and e[0] >= 0) or job.scale_factor > room:
+                    continue
+                room -= job.scale_factor
+                got.append(job)
+                if room == 0:
+                    break
+            if got:  # a job chosen here is passed over on every later type
+                ids = {job.job_id for job in got}
+                cands = [c for c in cands if c[1] not in ids]
         return chosen
 
     def _serve(self, queue: list[tuple[str, JobView, float]], left: dict[str, int], chosen: dict[str, list[JobView]],
@@ -165,33 +210,41 @@ class GavelRoundPlanner:
 
     def _place(self, order: tuple[int, ...], jobs: list[JobView], allocation: Allocation | None) -> list[Lease]:
         """Leases on the type whose up GPUs, server by server (Gavel's strided fill order), are ``order``."""
+        if not jobs:
+            return []
         type_gpus = self._gpu_set(order)
-        ptr = 0
+        ptr, end = 0, len(order)
         assigned: set[int] = set()
-        placed: dict[int, tuple[int, ...]] = {}
-        for sf in sorted({j.scale_factor for j in jobs}, reverse=True):
-            group = [j for j in jobs if j.scale_factor == sf]
+        placed: dict[int, tuple[JobView, tuple[int, ...]]] = {}
+        sizes = {j.scale_factor for j in jobs}
+        for sf in sorted(sizes, reverse=True):
+            group = [j for j in jobs if j.scale_factor == sf] if len(sizes) > 1 else jobs
+            fresh = []
             for job in group:  # keep previous GPUs when all are free
                 prev = job.previous_gpus
                 if prev and len(prev) == sf and type_gpus.issuperset(prev) and assigned.isdisjoint(prev):
-                    placed[job.job_id] = prev
+                    placed[job.job_id] = (job, prev)
                     assigned.update(prev)
-            for job in group:
-                if job.job_id in placed or allocation is None or job.job_id not in allocation:
+                elif allocation is not None and job.job_id in allocation:
+                    fresh.append(job)
+            for job in fresh:
+                chunk = order[ptr:ptr + sf]
+                if len(chunk) == sf and assigned.isdisjoint(chunk):  # the next sf GPUs are all free
+                    ptr += sf
+                    assigned.update(chunk)
+                    placed[job.job_id] = (job, tuple(sorted(chunk)))
                     continue
                 got: list[int] = []
-                while len(got) < sf and ptr < len(order):
+                while len(got) < sf and ptr < end:
                     g = order[ptr]
                     ptr += 1
                     if g not in assigned:
                         got.append(g)
                         assigned.add(g)
-                placed[job.job_id] = tuple(sorted(got))
-        by_id = {j.job_id: j for j in jobs}
-        leases = []
-        for jid, gpus in placed.items():
-            job = by_id[jid]
-            leases.append(Lease(job_id=jid, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
-                                max_steps=job.remaining_steps, extended=gpus == job.previous_gpus,
-                                restart_s=job.restart_s, owed_s=job.owed_s(gpus)))
-        return leases
+                got.sort()
+                placed[job.job_id] = (job, tuple(got))
+        # Lease's fields in order: job, type, scale factor, GPUs, max steps, copy, extended, partner id and
+        # type, restart_s, owed_s (tests/unit/test_frozen.py)
+        return [_lease(jid, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0, gpus == job.previous_gpus,
+                       -1, "", job.restart_s, job.owed_s(gpus) if job.restoring else 0.0)
+                for jid, (job, gpus) in placed.items()]

@@ -7,8 +7,11 @@ from dataclasses import replace
 
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.frozen import builder
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
+
+_result = builder(LeaseResult)  # positional: job_id, copy, gpus, steps, end_s, failed, metrics, error, fatal, restore
 
 
 class SimulatedExecutor:
@@ -80,12 +83,14 @@ class SimulatedExecutor:
         return sum(n * self.table.get(lease.job_type, w, t) / w for t, n in types.items())
 
     def run_round(self, plan: RoundPlan) -> RoundReport:
+        charge = self.charge_restarts
+        if not charge and len({lease.job_id for lease in plan.leases}) == len(plan.leases):
+            return self._run_alone(plan)
         by_job: dict[int, list[Lease]] = {}
         for lease in plan.leases:
             by_job.setdefault(lease.job_id, []).append(lease)
         results: list[LeaseResult] = []
         losts: list[float] = []  # each result's restore time, in the results' order
-        charge = self.charge_restarts
         for leases in by_job.values():
             if len(leases) == 1:
                 lost = leases[0].lost_s if charge else 0.0
@@ -101,20 +106,45 @@ class SimulatedExecutor:
         end = max((r.end_s for r in results), default=plan.start_s)
         return RoundReport(plan.start_s, end, tuple(results))
 
+    def _run_alone(self, plan: RoundPlan) -> RoundReport:
+        """``run_round`` where each job has one lease and no restore is charged: ``_run_one`` with no
+        time lost, lease by lease in the plan's order."""
+        cache, start_s, duration_s = self._cache, plan.start_s, plan.duration_s
+        run_s = max(0.0, duration_s - 0.0)
+        start = start_s + min(0.0, duration_s)
+        results = []
+        for lease in plan.leases:
+            rate = cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
+            if rate is None:
+                rate = self.rate(lease)
+            if rate <= 0:
+                results.append(_result(lease.job_id, lease.copy, lease.gpus, 0.0, start_s, False, {}, "", False, 0.0))
+                continue
+            steps = min(math.floor(rate * run_s), lease.max_steps)
+            if steps <= 0:
+                steps = min(rate * run_s, lease.max_steps)
+            results.append(_result(lease.job_id, lease.copy, lease.gpus, float(steps), start + steps / rate, False, {},
+                                   "", False, 0.0))
+        end = max((r.end_s for r in results), default=start_s)
+        return RoundReport(start_s, end, tuple(results))
+
     def _lost(self, lease: Lease) -> float:
         """Seconds of the round the lease spends restoring (none when restarts are not charged)."""
         return lease.lost_s if self.charge_restarts else 0.0
 
     def _run_one(self, lease: Lease, plan: RoundPlan, lost_s: float = 0.0) -> LeaseResult:
-        rate = self.rate(lease)
+        rate = self._cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
+        if rate is None:
+            rate = self.rate(lease)
         if rate <= 0:
-            return LeaseResult(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s)
+            return _result(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s, False, {}, "", False, 0.0)
         run_s = max(0.0, plan.duration_s - lost_s)
         start = plan.start_s + min(lost_s, plan.duration_s)
         steps = min(math.floor(rate * run_s), lease.max_steps)
         if steps <= 0:
             steps = min(rate * run_s, lease.max_steps)
-        return LeaseResult(lease.job_id, lease.copy, lease.gpus, float(steps), start + steps / rate)
+        return _result(lease.job_id, lease.copy, lease.gpus, float(steps), start + steps / rate, False, {}, "", False,
+                       0.0)
 
     def _run_copies(self, leases: list[Lease], plan: RoundPlan, lost: list[float]) -> list[LeaseResult]:
         """Forked copies of one job (HadarE) share its remaining steps.

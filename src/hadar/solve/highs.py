@@ -31,11 +31,13 @@ SciPy), every call goes to ``linprog`` instead, with the same options.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 from hadar.arrays import FloatArray, IntArray
@@ -102,8 +104,8 @@ class Warm:
 class Csc:
     """A constraint matrix column by column (SciPy's CSC arrays, row indices sorted in each column)."""
 
-    indptr: IntArray
-    indices: IntArray
+    indptr: npt.NDArray[np.integer[Any]]  # int32 as HiGHS takes them (SciPy's own index type otherwise)
+    indices: npt.NDArray[np.integer[Any]]
     data: FloatArray
     shape: tuple[int, int]
 
@@ -128,6 +130,7 @@ class Csc:
 
 
 _NATIVE: dict[Options, Any] = {}
+_LOCAL = threading.local()  # each thread's reusable HiGHS instance
 
 
 def _native(options: Options) -> Any:
@@ -149,13 +152,27 @@ def _native(options: Options) -> Any:
     return _NATIVE[options]
 
 
+def _instance(reuse: bool) -> Any:
+    """A HiGHS instance: a new one, or (``reuse``) this thread's, emptied by ``clearModel`` (no model,
+    solution or basis left: the same answers as a new one, without building and freeing it)."""
+    if not reuse:
+        return _h._Highs()
+    h = getattr(_LOCAL, "highs", None)
+    if h is None:
+        h = _LOCAL.highs = _h._Highs()
+    else:
+        h.clearModel()
+    return h
+
+
 def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray | None = None,
           col_lower: FloatArray | None = None, col_upper: FloatArray | None = None, options: Options = DUAL,
-          warm: Warm | None = None, key: Hashable = None) -> LPResult:
+          warm: Warm | None = None, key: Hashable = None, reuse: bool = False) -> LPResult:
     """min ``c x`` s.t. ``row_lower <= a x <= row_upper`` (None: -inf; a row with a finite lower
     bound must be an equality for the fallback), ``col_lower <= x <= col_upper`` (None: 0 and
     +inf). With ``warm`` and a ``key``: start from ``warm``'s basis when it is of an LP with this
-    key, and leave this solve's final basis there."""
+    key, and leave this solve's final basis there. ``reuse``: solve in this thread's HiGHS instance
+    (cleared first) rather than a new one (Gavel's LPs, solved cold, thousands of times a run)."""
     n_row, n_col = a.shape
     cost = np.ascontiguousarray(c, dtype=float)
     hi = np.ascontiguousarray(row_upper, dtype=float)
@@ -165,7 +182,7 @@ def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray
     native = _native(options)
     if native is None:
         return _by_linprog(cost, a, lo, hi, lo_col, hi_col, options)
-    h: Any = _h._Highs()
+    h: Any = _instance(reuse and warm is None)
     # the model from arrays (column-wise, minimize, no offset): numpy buffers, not element by element
     if h.passOptions(native) == _h.HighsStatus.kError or h.passModel(
             n_col, n_row, int(a.indptr[-1]), int(_h.MatrixFormat.kColwise), int(_h.ObjSense.kMinimize), 0.0, cost,
@@ -201,7 +218,7 @@ def minimize(c: FloatArray, a: Csc | sp.csr_matrix | sp.csc_matrix, upper: Float
     return res if res.status == 0 else None
 
 
-def solve_highs(c: FloatArray, a_ub: sp.spmatrix, b_ub: FloatArray, bounds: FloatArray) -> LPResult:
+def solve_highs(c: FloatArray, a_ub: sp.spmatrix | Csc, b_ub: FloatArray, bounds: FloatArray) -> LPResult:
     """Gavel's LPs (:data:`DUAL`): minimize ``c @ z`` s.t. ``a_ub @ z <= b_ub``, ``bounds[:, 0] <= z
     <= bounds[:, 1]``.
 
@@ -210,12 +227,12 @@ def solve_highs(c: FloatArray, a_ub: sp.spmatrix, b_ub: FloatArray, bounds: Floa
     c = np.ascontiguousarray(c, dtype=float)
     b = np.asarray(b_ub, dtype=float)
     bnd = np.asarray(bounds, dtype=float)
-    a = Csc.from_sparse(a_ub)
+    a = a_ub if isinstance(a_ub, Csc) else Csc.from_sparse(a_ub)
     if a.shape != (b.size, c.size) or bnd.shape != (c.size, 2):
         raise ValueError("inconsistent shapes of the costs, constraints and bounds")
     if not (np.isfinite(c).all() and np.isfinite(a.data).all()) or np.isnan(b).any() or np.isnan(bnd).any():
         raise ValueError("NaN or infinite values in the costs or constraints")
-    return solve(c, a, b, col_lower=bnd[:, 0], col_upper=bnd[:, 1], options=DUAL)
+    return solve(c, a, b, col_lower=bnd[:, 0], col_upper=bnd[:, 1], options=DUAL, reuse=True)
 
 
 def _set_basis(h: Any, basis: Basis) -> None:

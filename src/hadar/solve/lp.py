@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import SolverError
-from hadar.solve.highs import LPResult, solve_highs
+from hadar.solve.highs import Csc, LPResult, solve_highs
 
 #: HiGHS method used for every LP (``solve_highs``), as ``linprog`` names it. The dual simplex
 #: without presolve was the fastest on these block-angular LPs (bench/bench_policies.py); any
@@ -140,7 +140,7 @@ def demand_rows(
 
 def solve_lp(
     c: FloatArray,
-    a_ub: sp.spmatrix,
+    a_ub: sp.spmatrix | Csc,
     b_ub: FloatArray,
     bounds: FloatArray,
     what: str,
@@ -187,11 +187,12 @@ def maxmin_lp(
 
 
 def maxmin_matrix(var: Variables, coef: FloatArray, weights: FloatArray, free_rows: IntArray,
-                  fixed: IntArray) -> sp.csc_array:
+                  fixed: IntArray) -> Csc:
     """The max-min LP's constraint matrix, built column by column: the base rows (capacities, then
     jobs), ``tau - coef_i . x_i`` for ``free_rows``, ``-coef_i . x_i`` for ``fixed``; tau is the last
     column. The same matrix as ``vstack`` of ``base_constraints`` and ``demand_rows`` in compressed-
-    column form (sorted indices, every entry kept), without SciPy's conversions."""
+    column form (sorted indices, every entry kept, what ``Csc.from_sparse`` makes of it), without SciPy's
+    conversions."""
     m, n = var.shape
     nv, nf = var.count, free_rows.size
     pos = np.full(m, -1)
@@ -207,7 +208,7 @@ def maxmin_matrix(var: Variables, coef: FloatArray, weights: FloatArray, free_ro
     indptr[-1] = indptr[nv] + nf
     indices = np.concatenate([rows[keep], n + m + np.arange(nf)]).astype(np.int32)
     data = np.concatenate([vals[keep], np.ones(nf)])
-    return sp.csc_array((data, indices, indptr), shape=(n + m + nf + fixed.size, nv + 1))
+    return Csc(indptr, indices, data, (n + m + nf + fixed.size, nv + 1))
 
 
 def scale_to_unit(coef: FloatArray) -> tuple[FloatArray, float]:

@@ -112,18 +112,23 @@ class _Prep:
     eye: FloatArray  # (n, n)
 
     @classmethod
-    def of(cls, face: Face) -> _Prep:
+    def of(cls, face: Face, *, steps: bool = True) -> _Prep:
+        """``steps=False``: only what ``_slacks`` reads (``v``, ``actact``, ``fill`` and ``eye`` empty)."""
         act = face.active.astype(float)
         ks = face.k * face.s
         n = act.shape[1]
-        eye = np.eye(n)
-        cols = [ks[:, None] * act * eye[j] for j in range(n)]
+        eye = np.eye(n) if steps else np.zeros((0, 0))
+        cols = [ks[:, None] * act * eye[j] for j in range(n)] if steps else []
         kc = cvec = None
         if face.c is not None:
             kc = face.k[:, None] * face.c
             cvec = kc * act
             cols.append(cvec)
-        return cls(face, act, np.where(face.has_demand, face.g, 0.0), face.k[:, None], ks[:, None], kc, cvec,
+        g0 = np.where(face.has_demand, face.g, 0.0)
+        if not steps:
+            none = np.zeros((0, 0, 0))
+            return cls(face, act, g0, face.k[:, None], ks[:, None], kc, cvec, none, none, none, eye)
+        return cls(face, act, g0, face.k[:, None], ks[:, None], kc, cvec,
                    np.stack(cols, axis=2), act[:, :, None] * act[:, None, :], (1.0 - act)[:, :, None] * eye, eye)
 
 
@@ -336,7 +341,7 @@ def blend_start(face: Face, x_opt: FloatArray) -> FloatArray:
     """A strictly feasible start near ``x_opt`` (a solver point on the face, before fattening)."""
     xv = repair(face, x_opt)
     xi = interior_point(face)
-    prep = _Prep.of(face)
+    prep = _Prep.of(face, steps=False)
     sv, si = _slacks(prep, xv), _slacks(prep, xi)
     theta = 0.5
     pairs = [(sv.demand[face.has_demand], si.demand[face.has_demand])]
