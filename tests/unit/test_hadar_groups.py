@@ -133,6 +133,7 @@ def test_the_plan_basis_travels_in_the_memo(table) -> None:
     policy = create("hadar", warm_start=True)
     a1 = policy.allocate(st)
     assert isinstance(a1.memo.get("hadar.plan_basis"), highs.Basis)
+    assert isinstance(a1.memo.get("hadar.horizon_basis"), highs.Basis)
     again = replace(st, memo=a1.memo)
     assert policy.allocate(again).counts == policy.allocate(again).counts  # same state and memo: same round
 

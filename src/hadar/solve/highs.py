@@ -90,7 +90,7 @@ class Basis:
     needed (a mapped start, a comparison, a pickle: reading them costs more than a warm solve), and
     two bases compare and pickle by them, as plain values."""
 
-    __slots__ = ("key", "names", "_codes", "_native")
+    __slots__ = ("_codes", "_native", "key", "names")
 
     def __init__(self, key: Hashable, cols: bytes | None = None, rows: bytes | None = None,
                  names: tuple[bytes, bytes] | None = None, native: Any = None) -> None:

@@ -102,7 +102,8 @@ def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None
     a = highs.Csc.of(rows, cols, vals, (m + n + m, k + 1))
     c = np.zeros(k + 1)
     c[h] = 1.0
-    res = highs.minimize(c, a, b, warm=warm, names=None if names is None or n > 64 else _horizon_names(names, ii, rr, n))
+    named = None if names is None or n > 64 else _horizon_names(names, ii, rr, n)
+    res = highs.minimize(c, a, b, warm=warm, names=named)
     if res is None:
         return float("inf")
     return float(res.x[h]) * _HOUR

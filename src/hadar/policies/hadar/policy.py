@@ -89,8 +89,10 @@ class HadarPolicy:
                 "gets done (keeper.jct_plan), in whole gangs; `pack`: spec section 3's packing alone",
         "plan_total": "the fluid plan's span, as a multiple of the TTD horizon",
         "plan_max_jobs": "above this many active jobs the plan is skipped (null: never)",
-        "warm_start": "start the JCT plan's LP from last round's simplex basis (faster; where the LP has ties it "
-                      "may end at another optimum, so results drift from a cold start: off by default)",
+        "warm_start": "start the JCT plan's LP and the horizon LPs from last round's simplex bases, carried over "
+                      "job by job across arrivals and completions (about a third of the CPU time at steady state; "
+                      "where the LP has ties it may end at another optimum, so results drift from a cold start: off "
+                      "by default)",
         "lp_jobs": "above this many active jobs the plan's and the keeper's LPs see groups of alike jobs (same "
                    "rates, gang size and weight, similar work left), at most this many (groups.py)",
         "share": "space sharing: a job left waiting may share the GPUs of a placed job of the same GPU count that "
@@ -109,7 +111,7 @@ class HadarPolicy:
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
                  keep_short: float | None = 1.0, keep_own: float | None = 0.6,
                  keep_max_jobs: int | None = None, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
-                 plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = True, share: bool = False,
+                 plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = False, share: bool = False,
                  share_gain: float = 1.0) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
@@ -177,7 +179,7 @@ class HadarPolicy:
         return Allocation.for_state(state, fractions, counts={
             state.jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
             pairs=pairs or None, memo={} if warm is None else {
-                k: w.basis for k, w in zip((_BASIS, _HBASIS), warm) if w.basis is not None})
+                k: w.basis for k, w in zip((_BASIS, _HBASIS), warm, strict=True) if w.basis is not None})
 
     def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
               weight: FloatArray | None = None, warm: Warms | None = None
