@@ -260,15 +260,18 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     # columns f[pair, period] at pair * p + period, then the overrun (hours the last period stretches);
     # rows as linprog stacks them: capacity r * p + k, job time n * p + i * p + k, then done (one per
     # job with work left, in job order; every pair's job has work left)
-    pair, per, col, over = np.repeat(np.arange(k), p), np.tile(np.arange(p), k), np.arange(k * p), k * p
+    pair, per = np.repeat(np.arange(k), p), np.tile(np.arange(p), k)
     n_ub, n_eq = n * p + m * p, int(live.sum())
-    rows = [n_ub + (np.cumsum(live) - 1)[ii[pair]], rr[pair] * p + per, n * p + ii[pair] * p + per,
-            np.arange(n) * p + p - 1, n * p + np.arange(m) * p + p - 1]
-    cols = [col, col, col, np.full(n, over), np.full(m, over)]
+    # column by column (the matrix Csc.of would build from these triplets, without its sort): each
+    # f column's rows capacity < job time < done, then the overrun's (every type's and job's last period)
     g = work.gangs()
-    vals = [np.ones(k * p), (dur * work.scale[ii])[pair], (dur / g[ii])[pair], -work.capacity.astype(float),
-            -np.ones(m)]
-    a = highs.Csc.of(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n_ub + n_eq, k * p + 1))
+    rows = np.column_stack([rr[pair] * p + per, n * p + ii[pair] * p + per, n_ub + (np.cumsum(live) - 1)[ii[pair]]])
+    vals = np.column_stack([(dur * work.scale[ii])[pair], (dur / g[ii])[pair], np.ones(k * p)])
+    indptr: IntArray = np.concatenate([np.arange(0, 3 * k * p + 1, 3), [3 * k * p + n + m]]).astype(np.int32)
+    index: IntArray = np.concatenate([rows.ravel(), np.arange(n) * p + p - 1, n * p + np.arange(m) * p + p - 1]
+                                     ).astype(np.int32)
+    a = highs.Csc(indptr, index,
+                  np.concatenate([vals.ravel(), -work.capacity.astype(float), -np.ones(m)]), (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
     weight = weight * g
     c = np.concatenate([weight[ii][pair] * mid[per], [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
