@@ -112,6 +112,17 @@ def test_a_warm_plan_starts_from_the_last_basis_and_finds_the_same_plan() -> Non
                                                      np.arange(1, 11) * 4 + 3)  # its done rows, by job
 
 
+def test_a_warm_horizon_is_the_cold_one() -> None:
+    rng = np.random.default_rng(5)
+    rates, rem = rng.uniform(0.5, 5.0, (12, 3)), rng.uniform(2e3, 2e5, 12)
+    w = Work(rates, rem, rng.choice([1, 2, 4], 12), np.array([4, 8, 4]))
+    warm = highs.Warm()
+    assert horizon_s(w, warm, np.arange(12)) == pytest.approx(horizon_s(w), rel=1e-9)
+    assert warm.basis is not None and warm.basis.names is not None
+    fewer = Work(rates[2:], rem[2:] * 0.9, w.scale[2:], w.capacity)  # jobs 0 and 1 left: the basis is mapped
+    assert horizon_s(fewer, warm, np.arange(2, 12)) == pytest.approx(horizon_s(fewer), rel=1e-9)
+
+
 def test_a_mapped_basis_keeps_the_statuses_of_the_names_it_had() -> None:
     old = highs.Basis(None, bytes([1, 0, 2]), b"", (np.array([5, 7, 9], dtype=np.int64).tobytes(), b""))
     assert old.names is not None
