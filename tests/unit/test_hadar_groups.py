@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from scipy import sparse
@@ -91,18 +93,42 @@ def test_a_warm_plan_starts_from_the_last_basis_and_finds_the_same_plan() -> Non
     rng = np.random.default_rng(11)
     rates, rem = rng.uniform(0.5, 5.0, (10, 3)), rng.uniform(2e3, 2e5, 10)
     w = Work(rates, rem, rng.choice([1, 2], 10), np.array([4, 4, 4]))
-    warm = highs.Warm()
-    first = jct_plan(w, np.ones(10), 360.0, 3 * horizon_s(w), warm=warm, ids=tuple(range(10)))
-    assert first is not None and warm.basis is not None
+    warm, ids = highs.Warm(), np.arange(10)
+    first = jct_plan(w, np.ones(10), 360.0, 3 * horizon_s(w), warm=warm, names=ids)
+    assert first is not None and warm.basis is not None and warm.basis.names is not None
     later = Work(rates, rem * 0.99, w.scale, w.capacity)
     cold = jct_plan(later, np.ones(10), 360.0, 3 * horizon_s(w))
-    hot = jct_plan(later, np.ones(10), 360.0, 3 * horizon_s(w), warm=warm, ids=tuple(range(10)))
+    hot = jct_plan(later, np.ones(10), 360.0, 3 * horizon_s(w), warm=warm, names=ids)
     assert cold is not None and hot is not None
     assert np.allclose(cold[0], hot[0], atol=1e-7) and np.allclose(cold[1], hot[1], atol=1e-7)
-    # another job set is another LP: its basis is not used (and is replaced)
-    key = warm.basis.key if warm.basis is not None else None
-    jct_plan(later, np.ones(10), 360.0, 3 * horizon_s(w), warm=warm, ids=tuple(range(1, 11)))
-    assert warm.basis is not None and warm.basis.key != key
+    # another job set: the basis is carried over by name (job 0 gone, job 10 new) and still ends at the optimum
+    rates2, rem2 = np.vstack([rates[1:], [[1.0, 2.0, 3.0]]]), np.concatenate([rem[1:] * 0.98, [5e4]])
+    other = Work(rates2, rem2, np.concatenate([w.scale[1:], [1]]), w.capacity)
+    cold = jct_plan(other, np.ones(10), 360.0, 3 * horizon_s(other))
+    hot = jct_plan(other, np.ones(10), 360.0, 3 * horizon_s(other), warm=warm, names=np.arange(1, 11))
+    assert cold is not None and hot is not None
+    assert np.allclose(cold[0], hot[0], atol=1e-7) and np.allclose(cold[1], hot[1], atol=1e-7)
+    assert warm.basis is not None and np.array_equal(np.frombuffer(warm.basis.names[1], np.int64)[-10:],
+                                                     np.arange(1, 11) * 4 + 3)  # its done rows, by job
+
+
+def test_a_warm_horizon_is_the_cold_one() -> None:
+    rng = np.random.default_rng(5)
+    rates, rem = rng.uniform(0.5, 5.0, (12, 3)), rng.uniform(2e3, 2e5, 12)
+    w = Work(rates, rem, rng.choice([1, 2, 4], 12), np.array([4, 8, 4]))
+    warm = highs.Warm()
+    assert horizon_s(w, warm, np.arange(12)) == pytest.approx(horizon_s(w), rel=1e-9)
+    assert warm.basis is not None and warm.basis.names is not None
+    fewer = Work(rates[2:], rem[2:] * 0.9, w.scale[2:], w.capacity)  # jobs 0 and 1 left: the basis is mapped
+    assert horizon_s(fewer, warm, np.arange(2, 12)) == pytest.approx(horizon_s(fewer), rel=1e-9)
+
+
+def test_a_mapped_basis_keeps_the_statuses_of_the_names_it_had() -> None:
+    old = highs.Basis(None, bytes([1, 0, 2]), b"", (np.array([5, 7, 9], dtype=np.int64).tobytes(), b""))
+    assert old.names is not None
+    got = highs._carry(old.names[0], old.cols, np.array([9, 8, 5, 7], dtype=np.int64).tobytes(), 0)
+    assert got == [2, 0, 1, 0]
+    assert pickle.loads(pickle.dumps(old)) == old  # a memo's basis pickles and compares as a plain value
 
 
 def test_the_plan_basis_travels_in_the_memo(table) -> None:
@@ -118,6 +144,7 @@ def test_the_plan_basis_travels_in_the_memo(table) -> None:
     policy = create("hadar", warm_start=True)
     a1 = policy.allocate(st)
     assert isinstance(a1.memo.get("hadar.plan_basis"), highs.Basis)
+    assert isinstance(a1.memo.get("hadar.horizon_basis"), highs.Basis)
     again = replace(st, memo=a1.memo)
     assert policy.allocate(again).counts == policy.allocate(again).counts  # same state and memo: same round
 

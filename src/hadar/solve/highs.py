@@ -16,11 +16,15 @@ same point, bit for bit. Two option sets are in use (:class:`Options`):
   of ``linprog(method="highs")`` (Hadar's plan and keeper LPs;
   ``tests/unit/test_hadar_groups.py`` compares the two).
 
-A :class:`Warm` holder carries a solve's final basis to the next solve of an
-LP with the same rows and columns (the same ``key``): the dual simplex then
-starts there and needs a handful of iterations rather than hundreds. Where
-an LP has several optimal solutions, a warm start may end at another of
-them than a cold one.
+A :class:`Warm` holder carries a solve's final basis to the next solve: of
+an LP with the same rows and columns (the same ``key``) as it is, and of an
+LP whose rows and columns carry ``names`` (int64, one per column and one per
+row) mapped by name: a column or row the last LP had keeps its status, a new
+column starts nonbasic at its lower bound, a new row basic, and HiGHS mends
+the count (an "alien" basis). The dual simplex then starts there and needs
+tens of iterations rather than hundreds. Where an LP has several optimal
+solutions, a warm start may end at another of them than a cold one; where a
+warm start fails, the LP is solved again cold.
 
 The binding is SciPy's private ``scipy.optimize._highspy._core`` (the module
 ``linprog`` itself calls, SciPy 1.15 on; ``.ci/constraints.txt`` pins the
@@ -81,14 +85,52 @@ class LPResult:
     dual: FloatArray = field(default_factory=lambda: np.zeros(0))
 
 
-@dataclass(frozen=True, slots=True)
 class Basis:
-    """A final simplex basis (HiGHS's status codes per column and row, a byte each) of the LP named
-    ``key`` (bytes, so that two memos compare and pickle as plain values)."""
+    """A final simplex basis of the LP named ``key``, with its columns' and rows' ``names`` where
+    given (int64 arrays' bytes). HiGHS's own basis object is kept as it came and started from as it
+    is; its status codes (``cols``, ``rows``: a byte per column and row) are read from it only where
+    needed (a mapped start, a comparison, a pickle: reading them costs more than a warm solve), and
+    two bases compare and pickle by them, as plain values."""
 
-    key: Hashable
-    cols: bytes
-    rows: bytes
+    __slots__ = ("_codes", "_native", "key", "names")
+
+    def __init__(self, key: Hashable, cols: bytes | None = None, rows: bytes | None = None,
+                 names: tuple[bytes, bytes] | None = None, native: Any = None) -> None:
+        self.key, self.names, self._native = key, names, native
+        self._codes = None if cols is None else (cols, rows or b"")
+
+    @property
+    def codes(self) -> tuple[bytes, bytes]:
+        if self._codes is None:
+            self._codes = (bytes([v.value for v in self._native.col_status]),
+                           bytes([v.value for v in self._native.row_status]))
+        return self._codes
+
+    @property
+    def cols(self) -> bytes:
+        return self.codes[0]
+
+    @property
+    def rows(self) -> bytes:
+        return self.codes[1]
+
+    def native(self) -> Any:
+        """HiGHS's basis object."""
+        if self._native is None:
+            self._native = _hb(*self.codes)
+        return self._native
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Basis) and (self.key, self.names, self.codes) == (other.key, other.names,
+                                                                                  other.codes)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Basis, (self.key, self.cols, self.rows, self.names)
+
+    def __repr__(self) -> str:
+        return f"Basis(key={self.key!r}, {len(self.cols)} columns, {len(self.rows)} rows)"
 
 
 class Warm:
@@ -167,12 +209,15 @@ def _instance(reuse: bool) -> Any:
 
 def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray | None = None,
           col_lower: FloatArray | None = None, col_upper: FloatArray | None = None, options: Options = DUAL,
-          warm: Warm | None = None, key: Hashable = None, reuse: bool = False) -> LPResult:
+          warm: Warm | None = None, key: Hashable = None, names: tuple[IntArray, IntArray] | None = None,
+          reuse: bool = False) -> LPResult:
     """min ``c x`` s.t. ``row_lower <= a x <= row_upper`` (None: -inf; a row with a finite lower
     bound must be an equality for the fallback), ``col_lower <= x <= col_upper`` (None: 0 and
     +inf). With ``warm`` and a ``key``: start from ``warm``'s basis when it is of an LP with this
-    key, and leave this solve's final basis there. ``reuse``: solve in this thread's HiGHS instance
-    (cleared first) rather than a new one (Gavel's LPs, solved cold, thousands of times a run)."""
+    key, and leave this solve's final basis there; with ``warm`` and ``names`` (columns', rows'):
+    start from ``warm``'s basis mapped by name (module docstring), and leave this one's there.
+    ``reuse``: solve in this thread's HiGHS instance (cleared first) rather than a new one (Gavel's
+    LPs, solved cold, thousands of times a run)."""
     n_row, n_col = a.shape
     cost = np.ascontiguousarray(c, dtype=float)
     hi = np.ascontiguousarray(row_upper, dtype=float)
@@ -182,39 +227,60 @@ def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray
     native = _native(options)
     if native is None:
         return _by_linprog(cost, a, lo, hi, lo_col, hi_col, options)
-    h: Any = _instance(reuse and warm is None)
+    named = None if names is None else (np.asarray(names[0], dtype=np.int64).tobytes(),
+                                        np.asarray(names[1], dtype=np.int64).tobytes())
+    start, was = None, None if warm is None else warm.basis
+    if was is not None and key is not None and was.key == key:
+        start = was.native()
+    elif was is not None and named is not None and was.names is not None:
+        start = was.native() if was.names == named else _mapped(was, named)
+    keep = warm is not None and (key is not None or names is not None)
+    got = _run(native, cost, a, lo, hi, lo_col, hi_col, start, keep, reuse and warm is None)
+    if start is not None and got[0].status != 0:  # a warm start that fails: solve it again, cold
+        got = _run(native, cost, a, lo, hi, lo_col, hi_col, None, keep, reuse and warm is None)
+    res, basis = got
+    if warm is not None and keep:
+        warm.basis = None if basis is None else Basis(key, names=named, native=basis)
+    return res
+
+
+def _run(native: Any, cost: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, lo_col: FloatArray,
+         hi_col: FloatArray, start: Any, keep: bool, reuse: bool = False) -> tuple[LPResult, Any]:
+    """One HiGHS solve (from the basis ``start``, if given): its result and, with ``keep``, its final
+    basis (HiGHS's object; None unless valid); ``reuse``: in this thread's HiGHS instance (``_instance``)."""
+    n_row, n_col = a.shape
+    h: Any = _instance(reuse)
     # the model from arrays (column-wise, minimize, no offset): numpy buffers, not element by element
     if h.passOptions(native) == _h.HighsStatus.kError or h.passModel(
             n_col, n_row, int(a.indptr[-1]), int(_h.MatrixFormat.kColwise), int(_h.ObjSense.kMinimize), 0.0, cost,
             lo_col, hi_col, lo, hi, np.asarray(a.indptr, dtype=np.int32), np.asarray(a.indices, dtype=np.int32),
             np.asarray(a.data, dtype=float), np.zeros(n_col, dtype=np.int32)) == _h.HighsStatus.kError:
-        return LPResult(4, "HiGHS rejected the model")
-    if warm is not None and warm.basis is not None and key is not None and warm.basis.key == key:
-        _set_basis(h, warm.basis)
+        return LPResult(4, "HiGHS rejected the model"), None
+    if start is not None:
+        h.setBasis(start)
     if h.run() == _h.HighsStatus.kError:
-        return LPResult(4, "HiGHS failed: " + h.modelStatusToString(h.getModelStatus()))
+        return LPResult(4, "HiGHS failed: " + h.modelStatusToString(h.getModelStatus())), None
     status = h.getModelStatus()
     if status != _h.HighsModelStatus.kOptimal:
         code = 2 if status == _h.HighsModelStatus.kInfeasible else 3 if status == _h.HighsModelStatus.kUnbounded else 4
-        return LPResult(code, "model status " + h.modelStatusToString(status))
+        return LPResult(code, "model status " + h.modelStatusToString(status)), None
     sol = h.getSolution()
-    if warm is not None and key is not None:
-        got = h.getBasis()
-        warm.basis = Basis(key, bytes(map(int, got.col_status)), bytes(map(int, got.row_status))) if got.valid else None
+    got = h.getBasis() if keep else None
+    basis = got if got is not None and got.valid else None
     return LPResult(0, "optimal", np.array(sol.col_value), float(h.getInfo().objective_function_value),
-                    np.array(sol.row_dual))
+                    np.array(sol.row_dual)), basis
 
 
 def minimize(c: FloatArray, a: Csc | sp.csr_matrix | sp.csc_matrix, upper: FloatArray, *,
              lower: FloatArray | None = None, col_upper: FloatArray | None = None, warm: Warm | None = None,
-             key: Hashable = None) -> LPResult | None:
+             key: Hashable = None, names: tuple[IntArray, IntArray] | None = None) -> LPResult | None:
     """Hadar's LPs (:data:`DUAL_PRESOLVE`): min ``c x`` s.t. ``lower <= a x <= upper`` (``lower``
     None: -inf; a row with a finite lower bound must be an equality, lower = upper), ``0 <= x <=
     col_upper`` (None: +inf). Rows in the order linprog stacks them (inequalities, then
-    equalities) give linprog's answer. None unless HiGHS reports an optimum; ``warm``, ``key``: as
-    :func:`solve`."""
+    equalities) give linprog's answer. None unless HiGHS reports an optimum; ``warm``, ``key``,
+    ``names``: as :func:`solve`."""
     res = solve(c, a if isinstance(a, Csc) else Csc.from_sparse(a), upper, row_lower=lower, col_upper=col_upper,
-                options=DUAL_PRESOLVE, warm=warm, key=key)
+                options=DUAL_PRESOLVE, warm=warm, key=key, names=names)
     return res if res.status == 0 else None
 
 
@@ -235,13 +301,39 @@ def solve_highs(c: FloatArray, a_ub: sp.spmatrix | Csc, b_ub: FloatArray, bounds
     return solve(c, a, b, col_lower=bnd[:, 0], col_upper=bnd[:, 1], options=DUAL, reuse=True)
 
 
-def _set_basis(h: Any, basis: Basis) -> None:
-    status = [_h.HighsBasisStatus(v) for v in range(max(basis.cols + basis.rows, default=0) + 1)]
+_LOWER, _BASIC = 0, 1  # HiGHS's basis status codes: nonbasic at the lower bound, basic
+
+
+def _hb(cols: bytes | list[int], rows: bytes | list[int], alien: bool = False) -> Any:
+    """HiGHS's basis object from status codes per column and row."""
+    status = list(_h.HighsBasisStatus.__members__.values())
     hb = _h.HighsBasis()
-    hb.col_status = [status[v] for v in basis.cols]
-    hb.row_status = [status[v] for v in basis.rows]
+    hb.col_status = [status[v] for v in cols]
+    hb.row_status = [status[v] for v in rows]
     hb.valid = True
-    h.setBasis(hb)
+    hb.alien = alien
+    return hb
+
+
+def _mapped(basis: Basis, names: tuple[bytes, bytes]) -> Any:
+    """``basis`` carried onto an LP with these (columns', rows') ``names`` (module docstring)."""
+    assert basis.names is not None
+    cols = _carry(basis.names[0], basis.cols, names[0], _LOWER)
+    rows = _carry(basis.names[1], basis.rows, names[1], _BASIC)
+    return _hb(cols, rows, alien=True)
+
+
+def _carry(old: bytes, status: bytes, names: bytes, default: int) -> list[int]:
+    """Per name in ``names``: its status among the ``old`` names (``status``), else ``default``."""
+    was, st, new = (np.frombuffer(old, dtype=np.int64), np.frombuffer(status, dtype=np.uint8),
+                    np.frombuffer(names, dtype=np.int64))
+    out: IntArray = np.full(new.size, default, dtype=np.int64)
+    if was.size > 0 and new.size > 0:
+        order = np.argsort(was, kind="stable")
+        pos = np.minimum(np.searchsorted(was[order], new), was.size - 1)
+        hit = was[order][pos] == new
+        out[hit] = st[order][pos][hit]
+    return [int(v) for v in out.tolist()]
 
 
 def _by_linprog(c: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, lo_col: FloatArray, hi_col: FloatArray,

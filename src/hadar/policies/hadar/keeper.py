@@ -32,13 +32,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from hadar.arrays import FloatArray, IntArray
+from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.solve import highs
 
 _HOUR = 3600.0
@@ -82,8 +82,10 @@ class Work:
         return np.minimum(done, self.remaining)
 
 
-def horizon_s(work: Work) -> float:
-    """Least time in which ``work`` can be finished (fractional GPU-time, gangs and capacities respected)."""
+def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None = None) -> float:
+    """Least time in which ``work`` can be finished (fractional GPU-time, gangs and capacities respected).
+    ``warm``, ``names``: a warm start mapped by the rows' names, as in :func:`jct_plan` (the horizon
+    is the LP's optimal value, the same from any start up to rounding)."""
     ii, rr = work.pairs()
     if ii.size == 0:
         return 0.0
@@ -100,10 +102,18 @@ def horizon_s(work: Work) -> float:
     a = highs.Csc.of(rows, cols, vals, (m + n + m, k + 1))
     c = np.zeros(k + 1)
     c[h] = 1.0
-    res = highs.minimize(c, a, b)
+    named = None if names is None or n > 64 else _horizon_names(names, ii, rr, n)
+    res = highs.minimize(c, a, b, warm=warm, names=named)
     if res is None:
         return float("inf")
     return float(res.x[h]) * _HOUR
+
+
+def _horizon_names(rows: IntArray, ii: IntArray, rr: IntArray, n: int) -> tuple[IntArray, IntArray]:
+    """Names of a horizon LP's columns (row i, type r; the horizon) and rows (demand i, capacity r, job i)."""
+    name = np.asarray(rows, dtype=np.int64)
+    return (np.concatenate([(name[ii] * 64 + rr) * 4, [-4]]),
+            np.concatenate([name * 4 + 1, np.arange(n) * 4 + 2, name * 4 + 3]))
 
 
 def _rows(ii: IntArray, rr: IntArray, frac: FloatArray, scale: IntArray, m: int, n: int,
@@ -186,6 +196,21 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     return x, price
 
 
+def _names(rows: IntArray, ii: IntArray, rr: IntArray, n: int, p: int, live: BoolArray
+           ) -> tuple[IntArray, IntArray] | None:
+    """Names of a JCT plan's columns and rows (warm starts map bases by them) from its rows' names:
+    column (row i, type r, period k), the overrun, then rows capacity (r, k), job time (i, k), done
+    (i); None where a name would not fit the code (over 64 types or 1,024 periods)."""
+    if n > 64 or p > 1024:
+        return None
+    name = np.asarray(rows, dtype=np.int64)
+    per = np.arange(p)
+    cols = (((name[ii] * 64 + rr)[:, None] * 1024 + per) * 4).ravel()
+    cap = ((np.arange(n)[:, None] * 1024 + per) * 4 + 1).ravel()
+    job = ((name[:, None] * 1024 + per) * 4 + 2).ravel()
+    return np.concatenate([cols, [-4]]), np.concatenate([cap, job, name[live] * 4 + 3])
+
+
 def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = _SPLIT) -> FloatArray:
     """Period lengths for a JCT plan: this round in ``split`` equal parts (so that finishing early in
     the round counts), one more round, then each ``growth`` times the one before, the last one cut
@@ -200,13 +225,13 @@ def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = 
 
 
 def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, lean: bool = False,
-             warm: highs.Warm | None = None, ids: Hashable = None) -> tuple[FloatArray, FloatArray] | None:
+             warm: highs.Warm | None = None, names: IntArray | None = None) -> tuple[FloatArray, FloatArray] | None:
     """This round's share ``x[i, r]`` (of the round, on W GPUs of type r) in a fluid plan that
     minimizes the weighted mean time at which the remaining work gets done, all of it within
     ``total_s`` from now, and per job the share of its remaining work the plan does this round
     (1: it finishes). None if the solver fails. ``warm``: a warm start (hadar.solve.highs) from the
-    basis of an earlier plan of the same rows ``ids`` (the rows' names, e.g. job ids), same types
-    and same number of periods. ``lean`` (for rows that are groups of jobs, where
+    basis of an earlier plan, mapped by ``names`` (one int per row of ``work``, e.g. job ids: the
+    LP's columns and rows are named by row, type and period). ``lean`` (for rows that are groups of jobs, where
     the round's gangs are spread over the members afterwards): this round is one period, not three,
     and the periods grow 5x rather than 3x (about a third of the columns and simplex iterations).
 
@@ -235,21 +260,24 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     # columns f[pair, period] at pair * p + period, then the overrun (hours the last period stretches);
     # rows as linprog stacks them: capacity r * p + k, job time n * p + i * p + k, then done (one per
     # job with work left, in job order; every pair's job has work left)
-    pair, per, col, over = np.repeat(np.arange(k), p), np.tile(np.arange(p), k), np.arange(k * p), k * p
+    pair, per = np.repeat(np.arange(k), p), np.tile(np.arange(p), k)
     n_ub, n_eq = n * p + m * p, int(live.sum())
-    rows = [n_ub + (np.cumsum(live) - 1)[ii[pair]], rr[pair] * p + per, n * p + ii[pair] * p + per,
-            np.arange(n) * p + p - 1, n * p + np.arange(m) * p + p - 1]
-    cols = [col, col, col, np.full(n, over), np.full(m, over)]
+    # column by column (the matrix Csc.of would build from these triplets, without its sort): each
+    # f column's rows capacity < job time < done, then the overrun's (every type's and job's last period)
     g = work.gangs()
-    vals = [np.ones(k * p), (dur * work.scale[ii])[pair], (dur / g[ii])[pair], -work.capacity.astype(float),
-            -np.ones(m)]
-    a = highs.Csc.of(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n_ub + n_eq, k * p + 1))
+    rows = np.column_stack([rr[pair] * p + per, n * p + ii[pair] * p + per, n_ub + (np.cumsum(live) - 1)[ii[pair]]])
+    vals = np.column_stack([(dur * work.scale[ii])[pair], (dur / g[ii])[pair], np.ones(k * p)])
+    indptr: IntArray = np.concatenate([np.arange(0, 3 * k * p + 1, 3), [3 * k * p + n + m]]).astype(np.int32)
+    index: IntArray = np.concatenate([rows.ravel(), np.arange(n) * p + p - 1, n * p + np.arange(m) * p + p - 1]
+                                     ).astype(np.int32)
+    a = highs.Csc(indptr, index,
+                  np.concatenate([vals.ravel(), -work.capacity.astype(float), -np.ones(m)]), (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
     weight = weight * g
     c = np.concatenate([weight[ii][pair] * mid[per], [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
     res = highs.minimize(c, a, np.concatenate([b_ub, np.ones(n_eq)]),
                       lower=np.concatenate([np.full(b_ub.size, -np.inf), np.ones(n_eq)]), warm=warm,
-                      key=None if ids is None else (ids, p, lean, ii.tobytes(), rr.tobytes(), live.tobytes()))
+                      names=None if names is None else _names(names, ii, rr, n, p, live))
     if res is None:
         return None
     now = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)

@@ -41,7 +41,10 @@ from hadar.policies.hadar.utility import UTILITIES, UtilityContext, make_utility
 from hadar.policies.registry import register
 from hadar.solve import highs
 
+Warms = tuple[highs.Warm, highs.Warm]  # warm starts of the JCT plan's LP and of the horizon LPs
+
 _BASIS = "hadar.plan_basis"  # memo: the JCT plan's last simplex basis (its warm start next round)
+_HBASIS = "hadar.horizon_basis"  # memo: the keeper's last horizon LP's basis (the same for the horizon LPs)
 
 
 @register("hadar", "Hadar (IPDPS'24): task-level primal-dual placement each round; jobs may span GPU types")
@@ -87,8 +90,10 @@ class HadarPolicy:
                 "gets done (keeper.jct_plan), in whole gangs; `pack`: spec section 3's packing alone",
         "plan_total": "the fluid plan's span, as a multiple of the TTD horizon",
         "plan_max_jobs": "above this many active jobs the plan is skipped (null: never)",
-        "warm_start": "start the JCT plan's LP from last round's simplex basis (faster; where the LP has ties it "
-                      "may end at another optimum, so results drift from a cold start: off by default)",
+        "warm_start": "start the JCT plan's LP and the horizon LPs from last round's simplex bases, carried over "
+                      "job by job across arrivals and completions (about a third of the CPU time at steady state; "
+                      "where the LP has ties it may end at another optimum, so results drift from a cold start: off "
+                      "by default)",
         "lp_jobs": "above this many active jobs the plan's and the keeper's LPs see groups of alike jobs (same "
                    "rates, gang size and weight, similar work left), at most this many (groups.py)",
         "share": "space sharing: a job left waiting may share the GPUs of a placed job of the same GPU count that "
@@ -159,7 +164,7 @@ class HadarPolicy:
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
-        warm = highs.Warm(state.memo.get(_BASIS)) if self.warm_start else None
+        warm = (highs.Warm(state.memo.get(_BASIS)), highs.Warm(state.memo.get(_HBASIS))) if self.warm_start else None
         x, scale, value, counts = self.place(state, warm=warm)
         fractions = np.zeros((m, len(types)))
         for i, c in counts.items():
@@ -174,16 +179,17 @@ class HadarPolicy:
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
             state.jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-            pairs=pairs or None, memo={_BASIS: warm.basis} if warm is not None and warm.basis is not None else {})
+            pairs=pairs or None, memo={} if warm is None else {
+                k: w.basis for k, w in zip((_BASIS, _HBASIS), warm, strict=True) if w.basis is not None})
 
     def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
-              weight: FloatArray | None = None, warm: highs.Warm | None = None
+              weight: FloatArray | None = None, warm: Warms | None = None
               ) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
         """The round's placement on a non-empty state: (throughputs x, scale factors, utility values,
         GPU counts per job index and type index). HadarE builds on it: ``busy[r]`` GPUs of type r
         are taken already, the jobs in ``sit_out`` (a boolean mask) are placed already, and
-        utilities are multiplied by ``weight`` (jobs x types). ``warm``: the JCT plan's warm start
-        (hadar.solve.highs; it receives this plan's basis)."""
+        utilities are multiplied by ``weight`` (jobs x types). ``warm``: warm starts of the JCT
+        plan's LP and of the horizon LPs (hadar.solve.highs; they receive this round's bases)."""
         x = state.throughput_matrix()
         scale = state.scale_factors()
         value = self.utility.values(x, self._context(state, scale))
@@ -210,7 +216,7 @@ class HadarPolicy:
                               arrival, attained, weight)
 
     def _pack(self, state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray,
-              taken: dict[int, int], fresh: BoolArray | None, warm: highs.Warm | None) -> Counts:
+              taken: dict[int, int], fresh: BoolArray | None, warm: Warms | None) -> Counts:
         """The JCT plan (or, where it is off or yields nothing, the primal-dual pass then the fill
         pass), then the keeper (``taken``: GPUs per type already in use; ``fresh``: the first-round
         rule's jobs); job index -> {type index: GPUs}."""
@@ -230,13 +236,15 @@ class HadarPolicy:
             free[r] -= k
         work = Work(x, state.remaining_steps(), scale, free)
         grp = groups.group(x, work.remaining, scale, state.priority_weights(), self.lp_jobs)
-        h = horizon_s(groups.lp_work(work, grp))
+        hw, names = None if warm is None else warm[1], _row_names(state, grp)
+        h = horizon_s(groups.lp_work(work, grp), hw, names)
         if not np.isfinite(h):
             return self._priced(state, book, x, value, scale, order)
-        counts = (self._jct_plan(state, value, work, grp, h, order, fresh, warm) if plan else None) or \
+        counts = (self._jct_plan(state, value, work, grp, h, order, fresh, None if warm is None else warm[0])
+                  if plan else None) or \
             self._priced(state, book, x, value, scale, order)
         if keep:
-            counts = self._keep(state, value, work, grp, h, counts, order, fresh)
+            counts = self._keep(state, value, work, grp, h, counts, order, fresh, hw)
         return counts
 
     def _priced(self, state: SchedulerState, book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray,
@@ -275,7 +283,7 @@ class HadarPolicy:
         return fresh if fresh.any() and not fresh.all() else None
 
     def _keep(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
-              counts: Counts, order: IntArray, fresh: BoolArray | None) -> Counts:
+              counts: Counts, order: IntArray, fresh: BoolArray | None, hw: highs.Warm | None = None) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
         ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
         ``_shielded`` from it go first in the re-planned round."""
@@ -284,7 +292,8 @@ class HadarPolicy:
         if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
             slack = max(slack, self.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
         allowed = h - state.round_s * (1.0 - slack)
-        packed = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s)))
+        names = _row_names(state, grp)
+        packed = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s)), hw, names)
         if packed <= allowed * (1 + 1e-6) + 1e-6:
             return counts
         # whole gangs when every job can run at once and only the types are in question (the end of a
@@ -301,7 +310,7 @@ class HadarPolicy:
                                                 got[1][grp.index])
         kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model,
                                self._shielded(state, work, fresh, h))
-        rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)))
+        rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)), hw, names)
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
     def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float) -> IntArray | None:
@@ -339,7 +348,7 @@ class HadarPolicy:
         weight = state.priority_weights()
         got = jct_plan(groups.lp_work(work, grp), weight if grp is None else grp.first_rows(weight), state.round_s,
                        h * self.plan_total, lean=grp is not None, warm=warm,
-                       ids=(tuple(state.job_ids), None if grp is None else grp.index.tobytes()))
+                       names=_row_names(state, grp))
         if got is None:
             return None
         plan, now = got if grp is None else groups.spread(grp, got[0], work.rates, work.remaining, state.round_s)
@@ -373,6 +382,12 @@ def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:
     regret = (srt[:, -1] - (srt[:, -2] if value.shape[1] > 1 else 0.0)) / scale
     out: IntArray = np.lexsort((-regret, -per_gpu))
     return out
+
+
+def _row_names(state: SchedulerState, grp: groups.Groups | None) -> IntArray:
+    """Names of the LPs' rows, by which a warm start maps a basis: job ids (a group: its first member's)."""
+    ids: IntArray = np.array(state.job_ids, dtype=np.int64)
+    return ids if grp is None else ids[grp.heads]
 
 
 def _limit(v: int | None) -> int | float:
