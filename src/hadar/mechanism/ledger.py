@@ -330,7 +330,8 @@ class JobLedger:
             return True
         return False
 
-    def _moved(self, ran: dict[int, tuple[int, ...]], restoring: dict[int, list[tuple[tuple[int, ...], float]]]) -> None:
+    def _moved(self, ran: dict[int, tuple[int, ...]],
+               restoring: dict[int, list[tuple[tuple[int, ...], float]]]) -> None:
         """Each active job's GPUs and unfinished restores of this round: only jobs that ran now, or
         held GPUs or owed a restore before, can change (the rest keep ``()``)."""
         active, holding = self.active, self._holding
