@@ -110,7 +110,7 @@ class JobLedger:
         self.last_event_s = 0.0
         self._views: tuple[JobView, ...] | None = None  # the active jobs' views, until one changes
         self._holding: set[int] = set()  # active jobs whose prev_gpus or restoring are not empty
-        self._types_of: dict[tuple[int, ...], list[int]] = {}  # GPU ids -> sorted type indices (a cache)
+        self._types_of: dict[tuple[int, ...], tuple[tuple[int, str], ...]] = {}  # GPU ids -> (type index, name), sorted
 
     # ---- admission and snapshots -------------------------------------------------
     def add(self, job: Job, *, done_steps: float = 0.0, attained_gpu_s: float = 0.0,
@@ -254,7 +254,7 @@ class JobLedger:
         active = self.active
         prev = {jid for jid in self._holding if active[jid].prev_gpus}  # held GPUs last round
         self.lease_opportunities += len(prev)
-        ran: dict[int, list[int]] = {}
+        ran: dict[int, tuple[int, ...]] = {}  # job -> its leases' GPUs (unsorted when several)
         restoring: dict[int, list[tuple[tuple[int, ...], float]]] = {}
         # per job, as the opportunities are: a forked job whose copies keep their GPUs counts once
         self.lease_extensions += len({lease.job_id for lease in plan.leases if lease.extended} & prev)
@@ -273,10 +273,7 @@ class JobLedger:
                 if was is None or busy > was:  # = max(was, busy), was = 0.0 when absent
                     gpu_busy[g] = busy
             got = ran.get(res.job_id)
-            if got is None:
-                ran[res.job_id] = list(res.gpus)
-            else:
-                got.extend(res.gpus)
+            ran[res.job_id] = res.gpus if got is None else got + res.gpus
             if res.restore_left_s > 0:
                 restoring.setdefault(res.job_id, []).append((res.gpus, res.restore_left_s))
             if self.track_copies:
@@ -319,12 +316,13 @@ class JobLedger:
         if used is None:
             if len(self._types_of) > 100_000:
                 self._types_of.clear()
-            used = self._types_of[gpus] = sorted({self._type_index[g] for g in gpus})
+            index = sorted({self._type_index[g] for g in gpus})
+            used = self._types_of[gpus] = tuple((j, self.types[j]) for j in index)
         steps, received, by_type = res.steps, rec.received_s, rec.steps_by_type
-        for j in used:
+        share = steps / len(used) if used else 0.0  # each type's even share of the steps
+        for j, t in used:
             received[j] += busy
-            t = self.types[j]
-            by_type[t] = by_type.get(t, 0.0) + steps / len(used)
+            by_type[t] = by_type.get(t, 0.0) + share
         rec.remaining -= steps
         if rec.remaining <= rec.done_at and rec.finish_s is None:
             rec.remaining = 0.0
@@ -332,7 +330,8 @@ class JobLedger:
             return True
         return False
 
-    def _moved(self, ran: dict[int, list[int]], restoring: dict[int, list[tuple[tuple[int, ...], float]]]) -> None:
+    def _moved(self, ran: dict[int, tuple[int, ...]],
+               restoring: dict[int, list[tuple[tuple[int, ...], float]]]) -> None:
         """Each active job's GPUs and unfinished restores of this round: only jobs that ran now, or
         held GPUs or owed a restore before, can change (the rest keep ``()``)."""
         active, holding = self.active, self._holding
@@ -379,5 +378,6 @@ def _view(r: JobRecord) -> JobView:
     r.view = _job_view(
         job.job_id, job.job_type, job.scale_factor, job.priority_weight, job.arrival_s, float(job.total_steps),
         r.remaining, r.throughputs, r.first_start_s, r.attained_gpu_s, r.prev_gpus, tuple(r.received_s),
-        tuple(r.deficit_s), r.restart_s, r.restoring, job.slo, job.entity)
+        tuple(r.deficit_s), job.restart_s if job.restart_s is not None else  # = r.restart_s
+        (r.measured_restart_s if r.measured_restart_s is not None else 0.0), r.restoring, job.slo, job.entity)
     return r.view

@@ -215,15 +215,20 @@ class GavelRoundPlanner:
         type_gpus = self._gpu_set(order)
         ptr, end = 0, len(order)
         assigned: set[int] = set()
-        placed: dict[int, tuple[JobView, tuple[int, ...]]] = {}
-        sizes = {j.scale_factor for j in jobs}
-        for sf in sorted(sizes, reverse=True):
-            group = [j for j in jobs if j.scale_factor == sf] if len(sizes) > 1 else jobs
+        placed: list[tuple[JobView, tuple[int, ...]]] = []  # each job once (the scan chose it once)
+        groups: dict[int, list[JobView]] = {}  # scale factor -> its jobs, in the given order
+        for job in jobs:
+            group = groups.get(job.scale_factor)
+            if group is None:
+                groups[job.scale_factor] = [job]
+            else:
+                group.append(job)
+        for sf in sorted(groups, reverse=True):
             fresh = []
-            for job in group:  # keep previous GPUs when all are free
+            for job in groups[sf]:  # keep previous GPUs when all are free
                 prev = job.previous_gpus
                 if prev and len(prev) == sf and type_gpus.issuperset(prev) and assigned.isdisjoint(prev):
-                    placed[job.job_id] = (job, prev)
+                    placed.append((job, prev))
                     assigned.update(prev)
                 elif allocation is not None and job.job_id in allocation:
                     fresh.append(job)
@@ -232,7 +237,7 @@ class GavelRoundPlanner:
                 if len(chunk) == sf and assigned.isdisjoint(chunk):  # the next sf GPUs are all free
                     ptr += sf
                     assigned.update(chunk)
-                    placed[job.job_id] = (job, tuple(sorted(chunk)))
+                    placed.append((job, tuple(sorted(chunk))))
                     continue
                 got: list[int] = []
                 while len(got) < sf and ptr < end:
@@ -242,9 +247,9 @@ class GavelRoundPlanner:
                         got.append(g)
                         assigned.add(g)
                 got.sort()
-                placed[job.job_id] = (job, tuple(got))
+                placed.append((job, tuple(got)))
         # Lease's fields in order: job, type, scale factor, GPUs, max steps, copy, extended, partner id and
         # type, restart_s, owed_s (tests/unit/test_frozen.py)
-        return [_lease(jid, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0, gpus == job.previous_gpus,
-                       -1, "", job.restart_s, job.owed_s(gpus) if job.restoring else 0.0)
-                for jid, (job, gpus) in placed.items()]
+        return [_lease(job.job_id, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0,
+                       gpus == job.previous_gpus, -1, "", job.restart_s, job.owed_s(gpus) if job.restoring else 0.0)
+                for job, gpus in placed]
