@@ -60,7 +60,10 @@ class JobRecord:
     restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, restore s left) of last round's leases
     measured_restart_s: float | None = None  # the runtime's measured restart cost (used if the job gives none)
     view: JobView | None = None  # the snapshot's view of it, until the record changes (the ledger clears it)
-    done_at: float = 0.0  # remaining steps at or below which the job is done (set by the ledger: done_at())
+    done_at: float = field(init=False)  # remaining steps at or below which the job is done (done_at(job))
+
+    def __post_init__(self) -> None:
+        self.done_at = done_at(self.job)
 
     @property
     def restart_s(self) -> float:
@@ -122,7 +125,6 @@ class JobLedger:
         rec = JobRecord(job, rates, max(0.0, float(job.total_steps) - done_steps), first_start_s=first_start_s,
                         attained_gpu_s=attained_gpu_s,
                         received_s=[seed] * len(self.types), deficit_s=[0.0] * len(self.types))
-        rec.done_at = done_at(job)
         self.records[job.job_id] = rec
         self.active[job.job_id] = rec
         self._views = None

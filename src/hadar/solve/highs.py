@@ -235,9 +235,10 @@ def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray
     elif was is not None and named is not None and was.names is not None:
         start = was.native() if was.names == named else _mapped(was, named)
     keep = warm is not None and (key is not None or names is not None)
-    got = _run(native, cost, a, lo, hi, lo_col, hi_col, start, keep, reuse and warm is None)
+    shared = reuse and warm is None  # a warm-started LP keeps its own instance
+    got = _run(native, cost, a, lo, hi, lo_col, hi_col, start, keep, shared)
     if start is not None and got[0].status != 0:  # a warm start that fails: solve it again, cold
-        got = _run(native, cost, a, lo, hi, lo_col, hi_col, None, keep, reuse and warm is None)
+        got = _run(native, cost, a, lo, hi, lo_col, hi_col, None, keep, shared)
     res, basis = got
     if warm is not None and keep:
         warm.basis = None if basis is None else Basis(key, names=named, native=basis)

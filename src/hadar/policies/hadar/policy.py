@@ -236,15 +236,15 @@ class HadarPolicy:
             free[r] -= k
         work = Work(x, state.remaining_steps(), scale, free)
         grp = groups.group(x, work.remaining, scale, state.priority_weights(), self.lp_jobs)
-        hw, names = None if warm is None else warm[1], _row_names(state, grp)
+        pw, hw = (None, None) if warm is None else warm
+        names = None if warm is None else _row_names(state, grp)  # what warm starts map bases by
         h = horizon_s(groups.lp_work(work, grp), hw, names)
         if not np.isfinite(h):
             return self._priced(state, book, x, value, scale, order)
-        counts = (self._jct_plan(state, value, work, grp, h, order, fresh, None if warm is None else warm[0])
-                  if plan else None) or \
+        counts = (self._jct_plan(state, value, work, grp, h, order, fresh, pw, names) if plan else None) or \
             self._priced(state, book, x, value, scale, order)
         if keep:
-            counts = self._keep(state, value, work, grp, h, counts, order, fresh, hw)
+            counts = self._keep(state, value, work, grp, h, counts, order, fresh, hw, names)
         return counts
 
     def _priced(self, state: SchedulerState, book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray,
@@ -283,16 +283,16 @@ class HadarPolicy:
         return fresh if fresh.any() and not fresh.all() else None
 
     def _keep(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
-              counts: Counts, order: IntArray, fresh: BoolArray | None, hw: highs.Warm | None = None) -> Counts:
+              counts: Counts, order: IntArray, fresh: BoolArray | None, hw: highs.Warm | None = None,
+              names: IntArray | None = None) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
         ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
-        ``_shielded`` from it go first in the re-planned round."""
+        ``_shielded`` from it go first in the re-planned round (``hw``, ``names``: as ``horizon_s``'s)."""
         x, scale, free = work.rates, work.scale, work.capacity
         slack = self.keep_slack or 0.0
         if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
             slack = max(slack, self.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
         allowed = h - state.round_s * (1.0 - slack)
-        names = _row_names(state, grp)
         packed = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s)), hw, names)
         if packed <= allowed * (1 + 1e-6) + 1e-6:
             return counts
@@ -341,14 +341,14 @@ class HadarPolicy:
         return out if out.any() else None
 
     def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
-                  order: IntArray, fresh: BoolArray | None, warm: highs.Warm | None) -> Counts | None:
+                  order: IntArray, fresh: BoolArray | None, warm: highs.Warm | None,
+                  names: IntArray | None = None) -> Counts | None:
         """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
         horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
-        (``first_round``) first, then by planned share."""
+        (``first_round``) first, then by planned share (``warm``, ``names``: as ``jct_plan``'s)."""
         weight = state.priority_weights()
         got = jct_plan(groups.lp_work(work, grp), weight if grp is None else grp.first_rows(weight), state.round_s,
-                       h * self.plan_total, lean=grp is not None, warm=warm,
-                       names=_row_names(state, grp))
+                       h * self.plan_total, lean=grp is not None, warm=warm, names=names)
         if got is None:
             return None
         plan, now = got if grp is None else groups.spread(grp, got[0], work.rates, work.remaining, state.round_s)
