@@ -1,12 +1,14 @@
-"""The compiled centering (gavel.center_jit) returns NumPy's point to the bit."""
+"""The compiled centering (gavel.center_jit, gavel.center_compiled) returns NumPy's point to the bit."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hadar.policies.gavel import center, center_jit
-from hadar.policies.gavel.center import Face, blend_start, center_numpy, interior_point
+from hadar.errors import SolverError
+
+from hadar.policies.gavel import center, center_compiled, center_jit, problem
+from hadar.policies.gavel.center import Face, blend_start, center_numpy, interior_point, repair
 from hadar.policies.gavel.common import Inputs
 from hadar.policies.gavel.max_min import solve_max_min
 
@@ -54,21 +56,38 @@ def test_kernels_match_numpy_on_random_faces(seed):
         x0 = blend_start(face, x_opt)
     assert center_jit.fits(face)
     expected = center_numpy(face, x0)
-    got = center_jit.analytic_center(face, x0)
+    got = center_compiled.analytic_center(face, x0)
     assert got.tobytes() == expected.tobytes()
+    # the start point and its parts: the same bits as blend_start's NumPy code
+    arr = center_compiled._Arrays(face)
+    assert center_compiled.repair(x_opt, arr.act, arr.rows[3], arr.caps).tobytes() == repair(face, x_opt).tobytes()
+    assert center_compiled.interior(arr.act, arr.rows[3], arr.caps).tobytes() == interior_point(face).tobytes()
+    assert center_compiled.center_face(face, x_opt).tobytes() == center_numpy(face, blend_start(face, x_opt)).tobytes()
+
+
+def test_compiled_start_fails_where_blend_start_does():
+    """An empty face at its floors: no strictly feasible blend, the same error from both."""
+    face = Face(np.ones((2, 1)), np.full(2, 5.0), np.ones(2), np.ones(2), np.array([1.0]), np.ones((2, 1), dtype=bool))
+    x_opt = np.full((2, 1), 0.5)
+    with pytest.raises(SolverError, match="no strictly feasible start"):
+        blend_start(face, x_opt)
+    with pytest.raises(SolverError, match="no strictly feasible start"):
+        center_compiled.center_face(face, x_opt)
 
 
 def test_kernels_match_numpy_on_max_min_problems(monkeypatch):
     """Real max-min LPs (degenerate optimal faces, multiplicities): every centering agrees."""
     seen = []
 
-    def both(face: Face, x0: np.ndarray) -> np.ndarray:
+    def both(face: Face, x_opt: np.ndarray) -> np.ndarray:
+        x0 = blend_start(face, x_opt)
         expected = center_numpy(face, x0)
-        got = center_jit.analytic_center(face, x0)
-        seen.append(got.tobytes() == expected.tobytes())
+        got = center_compiled.analytic_center(face, x0)
+        whole = center_compiled.center_face(face, x_opt)
+        seen.append(got.tobytes() == expected.tobytes() == whole.tobytes())
         return expected
 
-    monkeypatch.setattr(center, "analytic_center", both)
+    monkeypatch.setattr(problem, "center_face", both)
     rng = np.random.default_rng(7)
     for _ in range(30):
         m, n = int(rng.integers(2, 60)), int(rng.integers(1, 5))
@@ -92,7 +111,7 @@ def test_faces_outside_the_kernels_run_numpy():
     assert not center_jit.fits(big)
     x = center.analytic_center(face, interior_point(face))  # capacity to spare: the simplex's center
     assert x == pytest.approx(np.full((2, 9), 0.1), abs=1e-3)  # (the capacity rows pull a little)
-    assert center_jit.analytic_center(face, interior_point(face)).tobytes() == x.tobytes()
+    assert center_compiled.analytic_center(face, interior_point(face)).tobytes() == x.tobytes()
 
 
 def test_einsum_order_is_what_the_code_computed_before():
@@ -109,11 +128,11 @@ def test_einsum_order_is_what_the_code_computed_before():
 
 def test_dispatch_uses_the_kernels_after_the_first_centerings(monkeypatch):
     center._load_kernels.cache_clear()
-    assert center._load_kernels() is center_jit  # its self-check on a small face passed
+    assert center._load_kernels() is center_compiled  # its self-check on a small face passed
     monkeypatch.setattr(center, "_calls", [0])
     assert center._kernels() is None  # a short run stays in NumPy
     monkeypatch.setattr(center, "_calls", [center.JIT_AFTER])
-    assert center._kernels() is center_jit
+    assert center._kernels() is center_compiled
     monkeypatch.setenv("HADAR_NO_JIT", "1")
     center._load_kernels.cache_clear()
     assert center._kernels() is None

@@ -268,7 +268,7 @@ def _run(native: Any, cost: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, 
     sol = h.getSolution()
     got = h.getBasis() if keep else None
     basis = got if got is not None and got.valid else None
-    return LPResult(0, "optimal", np.array(sol.col_value), float(h.getInfo().objective_function_value),
+    return LPResult(0, "optimal", np.array(sol.col_value), float(h.getObjectiveValue()),
                     np.array(sol.row_dual)), basis
 
 

@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import SolverError
-from hadar.solve.highs import Csc, LPResult, solve_highs
+from hadar.solve.highs import DUAL, Csc, LPResult, solve, solve_highs
 
 #: HiGHS method used for every LP (``solve_highs``), as ``linprog`` names it. The dual simplex
 #: without presolve was the fastest on these block-angular LPs (bench/bench_policies.py); any
@@ -168,22 +168,36 @@ def maxmin_lp(
 
     Rows that are neither free nor have a finite floor are unconstrained.
     Returns ``(tau, x)``; ``coef`` should be scaled so that ``tau`` is O(1)
-    (see :func:`scale_to_unit`).
+    (see :func:`scale_to_unit`). The LP :func:`solve_lp` would be given (the base rows, then the
+    free rows, then the fixed ones; ``0 <= x``, tau free, or fixed at 0 without a free row), handed
+    to HiGHS as the arrays it is built from.
     """
-    m = var.shape[0]
-    free_rows = np.nonzero(free)[0]
-    fixed = np.nonzero(~free & np.isfinite(floors))[0] if floors is not None else np.zeros(0, dtype=int)
-    rhs = [np.asarray(capacities, dtype=float), np.ones(m), np.zeros(free_rows.size)]
+    m, nv = var.shape[0], var.count
+    free_rows = np.flatnonzero(free)
+    fixed = np.flatnonzero(~free & np.isfinite(floors)) if floors is not None else _NO_ROWS
+    caps = np.asarray(capacities, dtype=float)
+    n, nf = caps.size, free_rows.size
+    rhs = np.zeros(n + m + nf + fixed.size)
+    rhs[:n] = caps
+    rhs[n:n + m] = 1.0
     if fixed.size and floors is not None:
-        rhs.append(-floors[fixed])
-    bounds = np.zeros((var.count + 1, 2))
-    bounds[:, 1] = np.inf
-    bounds[-1] = (-np.inf, np.inf) if free_rows.size else (0.0, 0.0)
-    c = np.zeros(var.count + 1)
+        rhs[n + m + nf:] = -floors[fixed]
+    lower, upper, c = np.zeros(nv + 1), np.full(nv + 1, np.inf), np.zeros(nv + 1)
+    if nf:
+        lower[-1] = -np.inf
+    else:
+        upper[-1] = 0.0
     c[-1] = -1.0
     a = maxmin_matrix(var, coef, weights, free_rows, fixed)
-    res = solve_lp(c, a, np.concatenate(rhs), bounds, what)
+    if not np.isfinite(a.data).all() or np.isnan(rhs).any():  # what solve_highs rejects
+        raise SolverError(f"{what}: HiGHS rejected the problem (NaN or infinite values in the costs or constraints)")
+    res = solve(c, a, rhs, col_lower=lower, col_upper=upper, options=DUAL, reuse=True)
+    if res.status != 0:
+        raise SolverError(f"{what}: HiGHS did not find an optimal solution (status {res.status}: {res.message})")
     return float(res.x[-1]), var.to_matrix(res.x)
+
+
+_NO_ROWS = np.zeros(0, dtype=np.intp)
 
 
 def maxmin_matrix(var: Variables, coef: FloatArray, weights: FloatArray, free_rows: IntArray,
@@ -198,17 +212,28 @@ def maxmin_matrix(var: Variables, coef: FloatArray, weights: FloatArray, free_ro
     pos = np.full(m, -1)
     pos[free_rows] = np.arange(nf)
     pos[fixed] = nf + np.arange(fixed.size)
-    dem = pos[var.rows] >= 0  # the variable's job has a demand row
-    rows = np.column_stack([var.cols, n + var.rows, n + m + pos[var.rows]])
-    vals = np.column_stack([np.asarray(weights, dtype=float)[var.rows], np.ones(nv),
-                            -np.asarray(coef, dtype=float)[var.rows, var.cols]])
-    keep = np.column_stack([np.ones((nv, 2), dtype=bool), dem])
-    indptr = np.zeros(nv + 2, dtype=np.int32)
-    np.cumsum(2 + dem, out=indptr[1:nv + 1])
+    job_pos = pos[var.rows]
+    dem = job_pos >= 0  # the variable's job has a demand row
+    every = bool(dem.all())  # each variable's column: its type's row, its job's row, (its demand row)
+    rows = np.empty((nv, 3), dtype=np.int32)
+    vals = np.empty((nv, 3))
+    rows[:, 0], rows[:, 1], rows[:, 2] = var.cols, n + var.rows, n + m + job_pos
+    vals[:, 0], vals[:, 1] = np.asarray(weights, dtype=float)[var.rows], 1.0
+    vals[:, 2] = -np.asarray(coef, dtype=float)[var.rows, var.cols]
+    indptr = np.empty(nv + 2, dtype=np.int32)
+    indptr[0] = 0
+    if every:
+        indptr[1:nv + 1] = np.arange(3, 3 * nv + 1, 3)
+        indices, data = rows.reshape(-1), vals.reshape(-1)
+    else:
+        keep = np.ones((nv, 3), dtype=bool)
+        keep[:, 2] = dem
+        np.cumsum(2 + dem, out=indptr[1:nv + 1])
+        indices, data = rows[keep], vals[keep]
     indptr[-1] = indptr[nv] + nf
-    indices = np.concatenate([rows[keep], n + m + np.arange(nf)]).astype(np.int32)
-    data = np.concatenate([vals[keep], np.ones(nf)])
-    return Csc(indptr, indices, data, (n + m + nf + fixed.size, nv + 1))
+    tau_rows = np.arange(n + m, n + m + nf, dtype=np.int32)
+    return Csc(indptr, np.concatenate([indices, tau_rows]), np.concatenate([data, np.ones(nf)]),
+               (n + m + nf + fixed.size, nv + 1))
 
 
 def scale_to_unit(coef: FloatArray) -> tuple[FloatArray, float]:
