@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from hadar.errors import SolverError
-
 from hadar.policies.gavel import center, center_compiled, center_jit, problem
 from hadar.policies.gavel.center import Face, blend_start, center_numpy, interior_point, repair
 from hadar.policies.gavel.common import Inputs

@@ -16,20 +16,25 @@ sum or blend downstream can tell the two apart (``0.0 + -0.0 = 0.0``, and every 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hadar.arrays import FloatArray
 from hadar.errors import SolverError
+from hadar.policies.gavel.center import _DECREMENT_TOL as DECREMENT_TOL
+from hadar.policies.gavel.center import _MAX_NEWTON as MAX_NEWTON
+from hadar.policies.gavel.center import _STALL_DECREMENT as STALL_DECREMENT
 from hadar.policies.gavel.center import Face
 from hadar.policies.gavel.center_jit import (
-    DECREMENT_TOL,
-    MAX_NEWTON,
-    STALL_DECREMENT,
+    _cholesky,
     _col_sum,
     _compiled,
+    _max_step,
+    _pairwise,
     _row_sum,
+    _two_lanes,
     barrier,
-    direction,
     fits,
     slacks,
 )
@@ -124,6 +129,120 @@ def trial(x: FloatArray, dx: FloatArray, t: float, a: FloatArray, act: FloatArra
             xc[i, j] = x[i, j] + t * dx[i, j]
     sl, ok = slacks(xc, a, act, kc, rows, caps, c_floor, has_c)
     return xc, sl, ok
+
+
+@_compiled
+def direction(x: FloatArray, sl: FloatArray, a: FloatArray, act: FloatArray, kc: FloatArray, cvec: FloatArray,
+              rows: FloatArray, has_c: bool) -> tuple[FloatArray, float, float, bool]:  # pragma: no cover
+    """``center._newton_step`` then ``center._max_step``: ``(dx, decrement, step bound, factorized)``.
+
+    Each row's Hessian block, right-hand sides and Cholesky solve are ``center_jit``'s per-row
+    arithmetic, done for all rows at once (the row index innermost, so rows proceed side by side);
+    the coupling's sums run over rows then types in index order, as ``einsum`` did."""
+    m, n = x.shape
+    r = n + 1 if has_c else n
+    w = 1 + r
+    grad = np.empty((m, n))
+    hess = np.empty((n, n, m))  # hess[p, q, i]: row i's block
+    rhs = np.empty((n, w, m))  # rhs[p, 0, i] = -grad, rhs[p, 1 + q, i] = the Woodbury column q
+    for i in range(m):
+        row, dem = sl[m * n + i], sl[m * n + m + i]
+        inv_d = rows[1, i] / dem
+        quad = inv_d * inv_d
+        k, ks = rows[2, i], rows[3, i]
+        for p in range(n):
+            inv_x = act[i, p] / sl[i * n + p]
+            g = k * ((-inv_x + (1.0 / row) * act[i, p]) - inv_d * a[i, p])
+            g = g + (ks * (1.0 / sl[m * n + 2 * m + p])) * act[i, p]
+            if has_c:
+                g = g - cvec[i, p] / sl[-1]
+            grad[i, p] = g
+            rhs[p, 0, i] = -g
+            for q in range(n):
+                eye = 1.0 if p == q else 0.0
+                h = ((inv_x * inv_x) * eye + (1.0 / (row * row)) * (act[i, p] * act[i, q])) + (quad * a[i, p]) * a[i, q]
+                hess[p, q, i] = k * h + (1.0 - act[i, p]) * eye
+                rhs[p, 1 + q, i] = (ks * act[i, p]) * eye
+            if has_c:
+                rhs[p, 1 + n, i] = cvec[i, p]
+    v = rhs[:, 1:, :].copy()  # the Woodbury columns, before the solve overwrites them
+    if not _cholesky_rows(hess, rhs):
+        return grad, 0.0, 0.0, False
+    sums = np.zeros((r, w))  # v' b_g (column 0) and v' B_v: each sum over rows then types in index order
+    for i in range(m):
+        for j in range(n):
+            for p in range(r):
+                vp = v[j, p, i]
+                for c in range(w):
+                    sums[p, c] += vp * rhs[j, c, i]
+    small = np.empty((r, r))
+    vb = np.empty((r, 1))
+    for p in range(r):  # diag(1/dcoef) + v' B_v
+        cap = sl[-1] if has_c and p == n else sl[m * n + 2 * m + p]
+        for q in range(r):
+            small[p, q] = (1.0 / (1.0 / (cap * cap)) if p == q else 0.0) + sums[p, 1 + q]
+        vb[p, 0] = sums[p, 0]
+    if not _cholesky(small, vb, np.empty((r, r))):
+        return grad, 0.0, 0.0, False
+    dx = np.empty((m, n))
+    prod = np.empty(r)
+    for i in range(m):
+        for p in range(n):
+            for q in range(r):
+                prod[q] = rhs[p, 1 + q, i] * vb[q, 0]
+            dx[i, p] = (rhs[p, 0, i] - _two_lanes(prod, r)) * act[i, p]
+    dec = -(0.0 + _pairwise((grad * dx).ravel(), 0, m * n))
+    return dx, dec, _max_step(dx, sl, a, act, kc, rows, has_c), True
+
+
+@_compiled
+def _cholesky_rows(h: FloatArray, b: FloatArray) -> bool:  # pragma: no cover - compiled
+    """``center_jit._cholesky`` of every row's block ``h[:, :, i]`` in place of ``b[:, :, i]``; False
+    if some block is not positive definite."""
+    n, w, m = b.shape
+    low = np.empty((n, n, m))
+    piv = np.empty(m)
+    acc = np.empty(m)
+    ok = True
+    for j in range(n):
+        for i in range(m):
+            acc[i] = h[j, j, i]
+        for k in range(j):
+            for i in range(m):
+                acc[i] = acc[i] - low[j, k, i] * low[j, k, i]
+        for i in range(m):
+            ok = ok and acc[i] > 0.0
+            piv[i] = math.sqrt(acc[i]) if acc[i] > 0.0 else 1.0
+        for t in range(j + 1, n):
+            for i in range(m):
+                acc[i] = h[t, j, i]
+            for k in range(j):
+                for i in range(m):
+                    acc[i] = acc[i] - low[t, k, i] * low[j, k, i]
+            for i in range(m):
+                low[t, j, i] = acc[i] / piv[i]
+        for i in range(m):
+            low[j, j, i] = piv[i]
+    if not ok:
+        return False
+    for c in range(w):
+        for t in range(n):  # forward: L y = b
+            for i in range(m):
+                acc[i] = b[t, c, i]
+            for k in range(t):
+                for i in range(m):
+                    acc[i] = acc[i] - low[t, k, i] * b[k, c, i]
+            for i in range(m):
+                b[t, c, i] = acc[i] / low[t, t, i]
+        for t in range(n - 1, -1, -1):  # backward: L' x = y
+            for i in range(m):
+                acc[i] = b[t, c, i]
+            for k in range(t + 1, n):
+                for i in range(m):
+                    acc[i] = acc[i] - low[k, t, i] * b[k, c, i]
+            for i in range(m):
+                b[t, c, i] = acc[i] / low[t, t, i]
+    return True
 
 
 class _Arrays:

@@ -1,9 +1,9 @@
 """The centering's Newton loop compiled with Numba: the same IEEE operations in the same order.
 
 ``center.analytic_center`` spends its time on NumPy's per-call overhead (some 150 calls on
-arrays of a few dozen entries per Newton step), not on arithmetic. These kernels do one
-Newton step, the step-length bound and a trial point's slacks each in one call, and repeat
-NumPy's arithmetic exactly, so the centered point is the same to the bit (Gavel's round
+arrays of a few dozen entries per Newton step), not on arithmetic. These kernels (the sums,
+the slacks, the barrier, a Cholesky solve and the step-length bound; ``center_compiled`` builds
+the Newton step, the start point and the loop on them) repeat NumPy's arithmetic exactly, so the centered point is the same to the bit (Gavel's round
 mechanism amplifies any last-bit change into another schedule):
 
 * element-wise operations in the order NumPy evaluates the expressions of ``center.py``
@@ -28,10 +28,6 @@ import numpy as np
 from numba import njit
 
 from hadar.arrays import FloatArray
-from hadar.errors import SolverError
-from hadar.policies.gavel.center import _DECREMENT_TOL as DECREMENT_TOL
-from hadar.policies.gavel.center import _MAX_NEWTON as MAX_NEWTON
-from hadar.policies.gavel.center import _STALL_DECREMENT as STALL_DECREMENT
 from hadar.policies.gavel.center import Face
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -225,94 +221,6 @@ def _cholesky(h: FloatArray, b: FloatArray, low: FloatArray) -> bool:  # pragma:
                 acc = acc - low[k, i] * b[k, c]
             b[i, c] = acc / low[i, i]
     return True
-
-
-@_compiled
-def _hessian_rhs(x: FloatArray, sl: FloatArray, a: FloatArray, act: FloatArray, cvec: FloatArray,
-                 rows: FloatArray, has_c: bool, i: int, hess: FloatArray, rhs: FloatArray,
-                 grad: FloatArray) -> None:  # pragma: no cover - compiled
-    """Row ``i``'s Hessian block, ``-grad`` and the Woodbury columns ``v`` (into ``rhs[:, 1:]``)."""
-    m, n = x.shape
-    row, dem = sl[m * n + i], sl[m * n + m + i]
-    inv_d = rows[1, i] / dem
-    quad = inv_d * inv_d
-    k, ks = rows[2, i], rows[3, i]
-    for p in range(n):
-        inv_x = act[i, p] / sl[i * n + p]
-        g = k * ((-inv_x + (1.0 / row) * act[i, p]) - inv_d * a[i, p])
-        g = g + (ks * (1.0 / sl[m * n + 2 * m + p])) * act[i, p]
-        if has_c:
-            g = g - cvec[i, p] / sl[-1]
-        grad[i, p] = g
-        rhs[p, 0] = -g
-        for q in range(n):
-            eye = 1.0 if p == q else 0.0
-            h = ((inv_x * inv_x) * eye + (1.0 / (row * row)) * (act[i, p] * act[i, q])) + (quad * a[i, p]) * a[i, q]
-            hess[p, q] = k * h + (1.0 - act[i, p]) * eye
-            rhs[p, 1 + q] = (ks * act[i, p]) * eye
-        if has_c:
-            rhs[p, 1 + n] = cvec[i, p]
-
-
-@_compiled
-def _woodbury(v: FloatArray, b_g: FloatArray, b_v: FloatArray, sl: FloatArray, m: int, n: int,
-              has_c: bool) -> tuple[FloatArray, bool]:  # pragma: no cover - compiled
-    """The coupling's small system ``(diag(1/dcoef) + v' B_v) w = v' b_g``, solved; False if not SPD."""
-    r = v.shape[2]
-    small = np.zeros((r, r))
-    rhs = np.zeros((r, 1))
-    for p in range(r):
-        cap = sl[-1] if has_c and p == n else sl[m * n + 2 * m + p]
-        for q in range(r):
-            acc = 0.0
-            for i in range(m):
-                for j in range(n):
-                    acc += v[i, j, p] * b_v[i, j, q]
-            small[p, q] = (1.0 / (1.0 / (cap * cap)) if p == q else 0.0) + acc
-        acc = 0.0
-        for i in range(m):
-            for j in range(n):
-                acc += v[i, j, p] * b_g[i, j]
-        rhs[p, 0] = acc
-    ok = _cholesky(small, rhs, np.empty((r, r)))
-    return rhs[:, 0], ok
-
-
-@_compiled
-def direction(x: FloatArray, sl: FloatArray, a: FloatArray, act: FloatArray, kc: FloatArray, cvec: FloatArray,
-              rows: FloatArray, has_c: bool) -> tuple[FloatArray, float, float, bool]:  # pragma: no cover
-    """``center._newton_step`` then ``center._max_step``: ``(dx, decrement, step bound, factorized)``."""
-    m, n = x.shape
-    r = n + 1 if has_c else n
-    grad = np.empty((m, n))
-    v = np.empty((m, n, r))
-    b_g = np.empty((m, n))
-    b_v = np.empty((m, n, r))
-    hess, low = np.empty((n, n)), np.empty((n, n))
-    rhs = np.empty((n, 1 + r))
-    for i in range(m):
-        _hessian_rhs(x, sl, a, act, cvec, rows, has_c, i, hess, rhs, grad)
-        for p in range(n):
-            for q in range(r):
-                v[i, p, q] = rhs[p, 1 + q]
-        if not _cholesky(hess, rhs, low):
-            return grad, 0.0, 0.0, False
-        for p in range(n):
-            b_g[i, p] = rhs[p, 0]
-            for q in range(r):
-                b_v[i, p, q] = rhs[p, 1 + q]
-    w, ok = _woodbury(v, b_g, b_v, sl, m, n, has_c)
-    if not ok:
-        return grad, 0.0, 0.0, False
-    dx = np.empty((m, n))
-    prod = np.empty(r)
-    for i in range(m):
-        for p in range(n):
-            for q in range(r):
-                prod[q] = b_v[i, p, q] * w[q]
-            dx[i, p] = (b_g[i, p] - _two_lanes(prod, r)) * act[i, p]
-    dec = -(0.0 + _pairwise((grad * dx).ravel(), 0, m * n))
-    return dx, dec, _max_step(dx, sl, a, act, kc, rows, has_c), True
 
 
 @_compiled
