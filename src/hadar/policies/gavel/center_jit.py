@@ -3,8 +3,9 @@
 ``center.analytic_center`` spends its time on NumPy's per-call overhead (some 150 calls on
 arrays of a few dozen entries per Newton step), not on arithmetic. These kernels (the sums,
 the slacks, the barrier, a Cholesky solve and the step-length bound; ``center_compiled`` builds
-the Newton step, the start point and the loop on them) repeat NumPy's arithmetic exactly, so the centered point is the same to the bit (Gavel's round
-mechanism amplifies any last-bit change into another schedule):
+the Newton step, the start point and the loop on them) repeat NumPy's arithmetic exactly, so
+the centered point is the same to the bit (Gavel's round mechanism amplifies any last-bit change
+into another schedule):
 
 * element-wise operations in the order NumPy evaluates the expressions of ``center.py``
   (Numba, without ``fastmath``, fuses no multiply-add);
