@@ -62,6 +62,11 @@ def test_kernels_match_numpy_on_random_faces(seed):
     assert center_compiled.repair(x_opt, arr.act, arr.rows[3], arr.caps).tobytes() == repair(face, x_opt).tobytes()
     assert center_compiled.interior(arr.act, arr.rows[3], arr.caps).tobytes() == interior_point(face).tobytes()
     assert center_compiled.center_face(face, x_opt).tobytes() == center_numpy(face, blend_start(face, x_opt)).tobytes()
+    # the floors capped at the repaired solver point first (ClassProblem.centered's way)
+    x_rep = repair(face, x_opt)
+    lowered = problem.capped(face, x_rep)
+    assert center_compiled.center_capped(face, x_opt).tobytes() == \
+        center_numpy(lowered, blend_start(lowered, x_rep)).tobytes()
 
 
 def test_compiled_start_fails_where_blend_start_does():
@@ -79,14 +84,16 @@ def test_kernels_match_numpy_on_max_min_problems(monkeypatch):
     seen = []
 
     def both(face: Face, x_opt: np.ndarray) -> np.ndarray:
-        x0 = blend_start(face, x_opt)
-        expected = center_numpy(face, x0)
-        got = center_compiled.analytic_center(face, x0)
-        whole = center_compiled.center_face(face, x_opt)
+        x_rep = repair(face, x_opt)
+        lowered = problem.capped(face, x_rep)
+        x0 = blend_start(lowered, x_rep)
+        expected = center_numpy(lowered, x0)
+        got = center_compiled.analytic_center(lowered, x0)
+        whole = center_compiled.center_capped(face, x_opt)
         seen.append(got.tobytes() == expected.tobytes() == whole.tobytes())
         return expected
 
-    monkeypatch.setattr(problem, "center_face", both)
+    monkeypatch.setattr(problem, "center_capped", both)
     rng = np.random.default_rng(7)
     for _ in range(30):
         m, n = int(rng.integers(2, 60)), int(rng.integers(1, 5))

@@ -46,6 +46,7 @@ import logging
 import os
 from dataclasses import dataclass
 from types import ModuleType
+from typing import cast
 
 import numpy as np
 
@@ -246,11 +247,8 @@ def analytic_center(face: Face, x0: FloatArray) -> FloatArray:
     where they cover the face, Numba is installed and this process has
     centered ``JIT_AFTER`` faces already, else :func:`center_numpy`.
     """
-    jit = _kernels()
-    if jit is not None and jit.fits(face):
-        out: FloatArray = jit.analytic_center(face, x0)
-        return out
-    return center_numpy(face, x0)
+    jit = compiled_for(face)
+    return center_numpy(face, x0) if jit is None else cast(FloatArray, jit.analytic_center(face, x0))
 
 
 #: Centerings a process runs in NumPy before it loads the kernels: importing Numba, loading the
@@ -262,11 +260,15 @@ _calls = [0]
 
 
 def expect_many() -> None:
-    """This process is about to center many faces (a long run: the steady-state experiment
-    re-solves 4,613 times): the next centering loads the kernels rather than running
-    ``JIT_AFTER`` more in NumPy (about 6 ms each there, against 0.4 ms compiled). The same
-    points either way; only the time differs."""
+    """Many centerings are coming (a long run): the next one loads the kernels, rather than
+    ``JIT_AFTER`` more in NumPy (some 6 ms each against 0.4 ms). The same points either way."""
     _calls[0] = max(_calls[0], JIT_AFTER)
+
+
+def compiled_for(face: Face) -> ModuleType | None:
+    """The kernels where they are in use and cover ``face`` (one centering counted), else None."""
+    jit = _kernels()
+    return jit if jit is not None and jit.fits(face) else None
 
 
 def _kernels() -> ModuleType | None:
@@ -378,8 +380,7 @@ def center_face(face: Face, x_opt: FloatArray) -> FloatArray:
     then :func:`analytic_center`; both compiled where :func:`analytic_center` would be)."""
     if face.a.shape[0] == 0:
         return np.zeros(face.a.shape)
-    jit = _kernels()
-    if jit is not None and jit.fits(face):
-        out: FloatArray = jit.center_face(face, x_opt)
-        return out
-    return center_numpy(face, blend_start(face, x_opt))
+    jit = compiled_for(face)
+    if jit is None:
+        return center_numpy(face, blend_start(face, x_opt))
+    return cast(FloatArray, jit.center_face(face, x_opt))

@@ -38,8 +38,9 @@ from hadar.policies.gavel.center_jit import (
     fits,
     slacks,
 )
+from hadar.policies.gavel.problem import fattened
 
-__all__ = ["analytic_center", "center_face", "fits", "repair"]
+__all__ = ["analytic_center", "center_capped", "center_face", "fits", "repair"]
 
 
 @_compiled
@@ -262,6 +263,23 @@ class _Arrays:
         self.cvec = self.kc * self.act
         self.caps = np.asarray(face.capacities, dtype=float)
         self.c_floor = face.c_floor
+
+
+def center_capped(face: Face, x_opt: FloatArray) -> FloatArray:
+    """``center.center_capped`` through the kernels: :func:`repair`, the floors capped (NumPy, as
+    ``center.capped``), :func:`start` from the repaired point, then the Newton loop."""
+    arr = _Arrays(face)
+    x_rep = repair(np.ascontiguousarray(x_opt, dtype=float), arr.act, arr.rows[3], arr.caps)
+    g = np.minimum(face.g, np.asarray(fattened((face.a * x_rep).sum(axis=1))))
+    has_demand = np.isfinite(g)
+    arr.rows[0] = np.where(has_demand, g, 0.0)
+    arr.rows[1] = has_demand
+    if face.c is not None:
+        arr.c_floor = min(face.c_floor, float(fattened(float((face.k[:, None] * face.c * x_rep).sum()))))
+    x0, ok = start(x_rep, arr.a, arr.act, arr.kc, arr.rows, arr.caps, arr.c_floor, arr.has_c)
+    if not ok:
+        raise SolverError("centering: found no strictly feasible start (the face is empty at this tolerance)")
+    return _newton(face, x0, arr)
 
 
 def center_face(face: Face, x_opt: FloatArray) -> FloatArray:

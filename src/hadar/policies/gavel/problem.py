@@ -9,11 +9,12 @@ the number of distinct job kinds rather than on the number of jobs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from hadar.arrays import BoolArray, FloatArray
-from hadar.policies.gavel.center import FACE_TOL, Face, center_face, repair
+from hadar.policies.gavel.center import FACE_TOL, Face, blend_start, center_numpy, compiled_for, repair
 from hadar.policies.gavel.common import Classes
 from hadar.solve.lp import Variables, maxmin_lp, scale_to_unit
 
@@ -77,14 +78,9 @@ class ClassProblem:
         """Analytic center of ``{base, a_i . x_i >= g_i}`` started next to the solver point ``x_opt``.
 
         Floors are capped just below what the repaired ``x_opt`` achieves, so
-        solver round-off can never leave the face empty.
+        solver round-off can never leave the face empty (``center.center_capped``).
         """
-        x_rep = repair(self.face(np.full(self.size, -np.inf)), x_opt)
-        u = (self.a * x_rep).sum(axis=1)
-        g = np.minimum(g, np.asarray(fattened(u)))
-        if c is not None:
-            c_floor = min(c_floor, float(fattened(float((self.k[:, None] * c * x_rep).sum()))))
-        return center_face(self.face(g, c=c, c_floor=c_floor, socp=socp), x_rep)
+        return center_capped(self.face(g, c=c, c_floor=c_floor, socp=socp), x_opt)
 
     def expand(self, x_cls: FloatArray, m: int) -> FloatArray:
         return self.classes.expand(x_cls, m)
@@ -93,3 +89,25 @@ class ClassProblem:
 def fattened(level: float | FloatArray) -> FloatArray | float:
     """An optimal level lowered by the face tolerance (keeps the face full-dimensional)."""
     return level - FACE_TOL * np.abs(level)
+
+
+def capped(face: Face, x_rep: FloatArray) -> Face:
+    """``face`` with its floors (and its global floor) lowered to just below what the point ``x_rep``
+    achieves, so solver round-off can never leave the face empty."""
+    g = np.minimum(face.g, np.asarray(fattened((face.a * x_rep).sum(axis=1))))
+    c_floor = face.c_floor
+    if face.c is not None:
+        c_floor = min(c_floor, float(fattened(float((face.k[:, None] * face.c * x_rep).sum()))))
+    return Face(face.a, g, face.k, face.s, face.capacities, face.active, c=face.c, c_floor=c_floor, socp=face.socp)
+
+
+def center_capped(face: Face, x_opt: FloatArray) -> FloatArray:
+    """``center.center_face`` of ``face`` :func:`capped` at the repaired solver point ``x_opt``, started
+    there (compiled where ``center.analytic_center`` would be)."""
+    if face.a.shape[0] == 0:
+        return np.zeros(face.a.shape)
+    if (jit := compiled_for(face)) is not None:
+        return cast(FloatArray, jit.center_capped(face, x_opt))
+    x_rep = repair(face, x_opt)
+    face = capped(face, x_rep)
+    return center_numpy(face, blend_start(face, x_rep))
