@@ -260,7 +260,10 @@ class JobLedger:
         restoring: dict[int, list[tuple[tuple[int, ...], float]]] = {}
         # per job, as the opportunities are: a forked job whose copies keep their GPUs counts once
         self.lease_extensions += len({lease.job_id for lease in plan.leases if lease.extended} & prev)
-        gpu_busy: dict[int, float] = {}  # a GPU shared by a pair is busy while either job runs
+        # a GPU shared by a pair is busy while either job runs (the longer one counts); alone, each GPU
+        # is in one lease and its busy time is added as it comes (the same one addition per GPU)
+        gpu_busy: dict[int, float] | None = {} if any(lease.partner_id >= 0 for lease in plan.leases) else None
+        busy_s = self.gpu_busy_s
         ended: set[int] = set()  # jobs that finished or failed for good now (an active job had neither before)
         start, records, credit = report.start_s, self.records, self._credit
         for res in report.results:
@@ -270,10 +273,14 @@ class JobLedger:
             rec.view = None
             busy = res.end_s - start
             busy = busy if busy > 0.0 else 0.0  # = max(0.0, busy)
-            for g in res.gpus:
-                was = gpu_busy.get(g)
-                if was is None or busy > was:  # = max(was, busy), was = 0.0 when absent
-                    gpu_busy[g] = busy
+            if gpu_busy is None:
+                for g in res.gpus:
+                    busy_s[g] += busy
+            else:
+                for g in res.gpus:
+                    was = gpu_busy.get(g)
+                    if was is None or busy > was:  # = max(was, busy), was = 0.0 when absent
+                        gpu_busy[g] = busy
             got = ran.get(res.job_id)
             ran[res.job_id] = res.gpus if got is None else got + res.gpus
             if res.restore_left_s > 0:
@@ -289,8 +296,7 @@ class JobLedger:
                 rec.first_start_s = start
             if credit(rec, res, busy):
                 ended.add(res.job_id)
-        busy_s = self.gpu_busy_s
-        for g, busy in gpu_busy.items():
+        for g, busy in (gpu_busy or {}).items():
             busy_s[g] += busy
         self._views = None
         self._moved(ran, restoring)

@@ -38,12 +38,16 @@ class Inputs:
     def of(cls, state: SchedulerState) -> Inputs:
         t = state.throughput_matrix()
         caps = state.capacities()
+        now = state.now_s
+        # per job: scale factor, priority weight, remaining steps, age (one array, then its columns)
+        per_job = np.array([(j.scale_factor, j.priority_weight, j.remaining_steps, now - j.arrival_s)
+                            for j in state.jobs], dtype=float).reshape(-1, 4).T.copy()
         return cls(
             throughputs=t,
-            scale_factors=state.scale_factors(),
-            weights=state.priority_weights(),
-            remaining=state.remaining_steps(),
-            age_s=np.array([state.now_s - j.arrival_s for j in state.jobs], dtype=float),
+            scale_factors=per_job[0],
+            weights=per_job[1],
+            remaining=per_job[2],
+            age_s=per_job[3],
             capacities=caps,
             active=active_mask(t, caps),
         )
@@ -112,7 +116,7 @@ class Classes:
     @classmethod
     def of(cls, rows: BoolArray, *features: FloatArray) -> Classes:
         cols = [f.reshape(f.shape[0], -1) for f in features]
-        feats = np.hstack(cols)[rows] if cols else np.zeros((int(rows.sum()), 0))
+        feats = np.concatenate(cols, axis=1)[rows] if cols else np.zeros((int(rows.sum()), 0))
         first, inverse, counts = unique_rows(feats)
         idx = np.nonzero(rows)[0]
         return cls(rows, idx[first] if first.size else first, inverse, counts.astype(float))
