@@ -246,6 +246,21 @@ def _cholesky_rows(h: FloatArray, b: FloatArray) -> bool:  # pragma: no cover - 
     return True
 
 
+@_compiled
+def step(logs: FloatArray, f: float, t: float, dec: float, xc: FloatArray, cand: FloatArray, a: FloatArray,
+         act: FloatArray, kc: FloatArray, cvec: FloatArray, rows: FloatArray,
+         has_c: bool) -> tuple[bool, float, FloatArray, float, float, bool]:  # pragma: no cover - compiled
+    """The line search's test of a strictly feasible trial point ``xc`` (slacks ``cand``, their logarithms
+    ``logs``): ``(passed, barrier there, then where it passed the next Newton step: dx, decrement, step
+    bound, factorized)``."""
+    m, n = xc.shape
+    fc = barrier(logs, rows, m, n)
+    if fc <= f - 0.25 * t * dec:
+        dx, d, bound, ok = direction(xc, cand, a, act, kc, cvec, rows, has_c)
+        return True, fc, dx, d, bound, ok
+    return False, fc, xc, 0.0, 0.0, True
+
+
 class _Arrays:
     """A face as the kernels read it (contiguous float arrays)."""
 
@@ -306,8 +321,8 @@ def _newton(face: Face, x0: FloatArray, arr: _Arrays) -> FloatArray:
     if not ok:
         raise SolverError("centering: the starting point is not strictly inside the face (numerical trouble)")
     f, last_dec = float(barrier(np.log(sl), rows, m, n)), np.inf
+    dx, dec, t, factored = direction(x, sl, a, act, kc, cvec, rows, has_c)
     for _ in range(MAX_NEWTON):
-        dx, dec, t, factored = direction(x, sl, a, act, kc, cvec, rows, has_c)
         if not factored:
             raise np.linalg.LinAlgError("matrix is not positive definite")
         if dec / 2 <= DECREMENT_TOL or (dec <= STALL_DECREMENT and dec > 0.25 * last_dec):
@@ -315,12 +330,14 @@ def _newton(face: Face, x0: FloatArray, arr: _Arrays) -> FloatArray:
         last_dec = dec
         while t > 1e-12:
             xc, cand, ok = trial(x, dx, t, a, act, kc, rows, caps, c_floor, has_c)
-            if ok:
-                fc = float(barrier(np.log(cand), rows, m, n))
-                if fc <= f - 0.25 * t * dec:
+            if ok:  # the barrier there and, where it falls enough, the next Newton step (one call)
+                passed, fc, dx_next, dec_next, t_next, factored_next = step(np.log(cand), f, t, dec, xc, cand, a, act,
+                                                                            kc, cvec, rows, has_c)
+                if passed:
                     break
             t *= 0.5
         else:
             break  # no progress possible at double precision
         x, sl, f = xc, cand, fc
+        dx, dec, t, factored = dx_next, dec_next, t_next, factored_next
     return x
