@@ -112,21 +112,25 @@ class SimulatedExecutor:
         cache, start_s, duration_s = self._cache, plan.start_s, plan.duration_s
         run_s = max(0.0, duration_s)
         start = start_s + min(0.0, duration_s)
-        results = []
+        results: list[LeaseResult] = []
+        add, floor, build = results.append, math.floor, _result
+        end = None  # the latest end (the first of equal ones, as max() picks)
         for lease in plan.leases:  # the hot loop of a simulation: ``rate``'s cache read inline
             rate = cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
             if rate is None:
                 rate = self.rate(lease)
             if rate <= 0:
-                results.append(_result(lease.job_id, lease.copy, lease.gpus, 0.0, start_s, False, {}, "", False, 0.0))
-                continue
-            steps = min(math.floor(rate * run_s), lease.max_steps)
-            if steps <= 0:
-                steps = min(rate * run_s, lease.max_steps)
-            results.append(_result(lease.job_id, lease.copy, lease.gpus, float(steps), start + steps / rate, False, {},
-                                   "", False, 0.0))
-        end = max((r.end_s for r in results), default=start_s)
-        return RoundReport(start_s, end, tuple(results))
+                done = start_s
+                add(build(lease.job_id, lease.copy, lease.gpus, 0.0, done, False, {}, "", False, 0.0))
+            else:
+                steps = min(floor(rate * run_s), lease.max_steps)
+                if steps <= 0:
+                    steps = min(rate * run_s, lease.max_steps)
+                done = start + steps / rate
+                add(build(lease.job_id, lease.copy, lease.gpus, float(steps), done, False, {}, "", False, 0.0))
+            if end is None or done > end:
+                end = done
+        return RoundReport(start_s, start_s if end is None else end, tuple(results))
 
     def _lost(self, lease: Lease) -> float:
         """Seconds of the round the lease spends restoring (none when restarts are not charged)."""
