@@ -143,29 +143,7 @@ def direction(x: FloatArray, sl: FloatArray, a: FloatArray, act: FloatArray, kc:
     m, n = x.shape
     r = n + 1 if has_c else n
     w = 1 + r
-    grad = np.empty((m, n))
-    hess = np.empty((n, n, m))  # hess[p, q, i]: row i's block
-    rhs = np.empty((n, w, m))  # rhs[p, 0, i] = -grad, rhs[p, 1 + q, i] = the Woodbury column q
-    for i in range(m):
-        row, dem = sl[m * n + i], sl[m * n + m + i]
-        inv_d = rows[1, i] / dem
-        quad = inv_d * inv_d
-        k, ks = rows[2, i], rows[3, i]
-        for p in range(n):
-            inv_x = act[i, p] / sl[i * n + p]
-            g = k * ((-inv_x + (1.0 / row) * act[i, p]) - inv_d * a[i, p])
-            g = g + (ks * (1.0 / sl[m * n + 2 * m + p])) * act[i, p]
-            if has_c:
-                g = g - cvec[i, p] / sl[-1]
-            grad[i, p] = g
-            rhs[p, 0, i] = -g
-            for q in range(n):
-                eye = 1.0 if p == q else 0.0
-                h = ((inv_x * inv_x) * eye + (1.0 / (row * row)) * (act[i, p] * act[i, q])) + (quad * a[i, p]) * a[i, q]
-                hess[p, q, i] = k * h + (1.0 - act[i, p]) * eye
-                rhs[p, 1 + q, i] = (ks * act[i, p]) * eye
-            if has_c:
-                rhs[p, 1 + n, i] = cvec[i, p]
+    grad, hess, rhs = _blocks(x, sl, a, act, cvec, rows, has_c)
     v = rhs[:, 1:, :].copy()  # the Woodbury columns, before the solve overwrites them
     if not _cholesky_rows(hess, rhs):
         return grad, 0.0, 0.0, False
@@ -194,6 +172,39 @@ def direction(x: FloatArray, sl: FloatArray, a: FloatArray, act: FloatArray, kc:
             dx[i, p] = (rhs[p, 0, i] - _two_lanes(prod, r)) * act[i, p]
     dec = -(0.0 + _pairwise((grad * dx).ravel(), 0, m * n))
     return dx, dec, _max_step(dx, sl, a, act, kc, rows, has_c), True
+
+
+@_compiled
+def _blocks(x: FloatArray, sl: FloatArray, a: FloatArray, act: FloatArray, cvec: FloatArray, rows: FloatArray,
+            has_c: bool) -> tuple[FloatArray, FloatArray, FloatArray]:  # pragma: no cover - compiled
+    """Each row's gradient, Hessian block ``hess[:, :, i]`` and right-hand sides ``rhs[:, :, i]``
+    (``-grad``, then the Woodbury columns): ``center_jit``'s per-row arithmetic."""
+    m, n = x.shape
+    r = n + 1 if has_c else n
+    grad = np.empty((m, n))
+    hess = np.empty((n, n, m))
+    rhs = np.empty((n, 1 + r, m))
+    for i in range(m):
+        row, dem = sl[m * n + i], sl[m * n + m + i]
+        inv_d = rows[1, i] / dem
+        quad = inv_d * inv_d
+        k, ks = rows[2, i], rows[3, i]
+        for p in range(n):
+            inv_x = act[i, p] / sl[i * n + p]
+            g = k * ((-inv_x + (1.0 / row) * act[i, p]) - inv_d * a[i, p])
+            g = g + (ks * (1.0 / sl[m * n + 2 * m + p])) * act[i, p]
+            if has_c:
+                g = g - cvec[i, p] / sl[-1]
+            grad[i, p] = g
+            rhs[p, 0, i] = -g
+            for q in range(n):
+                eye = 1.0 if p == q else 0.0
+                h = ((inv_x * inv_x) * eye + (1.0 / (row * row)) * (act[i, p] * act[i, q])) + (quad * a[i, p]) * a[i, q]
+                hess[p, q, i] = k * h + (1.0 - act[i, p]) * eye
+                rhs[p, 1 + q, i] = (ks * act[i, p]) * eye
+            if has_c:
+                rhs[p, 1 + n, i] = cvec[i, p]
+    return grad, hess, rhs
 
 
 @_compiled
