@@ -143,3 +143,24 @@ def test_dispatch_uses_the_kernels_after_the_first_centerings(monkeypatch):
     center._load_kernels.cache_clear()
     assert center._kernels() is None
     center._load_kernels.cache_clear()
+
+
+def test_a_long_run_centers_compiled_from_its_first_face(monkeypatch, table):
+    """``expect_many`` skips the NumPy warm-up; ``simulate`` calls it for workloads of LONG_RUN_JOBS jobs
+    or more (a window's end counts for a generated one), the same points either way."""
+    import hadar.sim.run as run
+    from hadar.config import parse_cluster
+    from tests.helpers import job
+
+    monkeypatch.setattr(center, "_calls", [0])
+    center.expect_many()
+    assert center._calls == [center.JIT_AFTER]
+    told = []
+    monkeypatch.setattr(run.center, "expect_many", lambda: told.append(True))
+    jobs = [job(i, steps=2000.0, arrival=60.0 * i) for i in range(4)]
+    short = run.simulate(jobs, parse_cluster("1:1:0"), table, "max_min_fairness_perf")
+    assert told == []
+    monkeypatch.setattr(run, "LONG_RUN_JOBS", 4)
+    long = run.simulate(jobs, parse_cluster("1:1:0"), table, "max_min_fairness_perf")
+    assert told == [True]
+    assert long.summary["avg_jct_s"] == short.summary["avg_jct_s"]
