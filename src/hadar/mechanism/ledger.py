@@ -346,7 +346,12 @@ class JobLedger:
         for jid in [j for j in ran if j in active] + [j for j in holding if j not in ran]:
             rec = active[jid]
             got = ran.get(jid)
-            gpus = tuple(sorted(got)) if got else ()
+            if not got:
+                gpus: tuple[int, ...] = ()
+            elif got == rec.prev_gpus:  # kept its GPUs: already sorted (prev_gpus always is)
+                gpus = rec.prev_gpus
+            else:
+                gpus = got if len(got) == 1 else tuple(sorted(got))
             if gpus:
                 if rec.rounds_run > 0 and gpus != rec.prev_gpus:
                     rec.restarts += 1  # resumed elsewhere or after a pause: checkpoint restore
