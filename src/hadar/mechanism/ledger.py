@@ -113,6 +113,7 @@ class JobLedger:
         self.last_event_s = 0.0
         self._views: tuple[JobView, ...] | None = None  # the active jobs' views, until one changes
         self._holding: set[int] = set()  # active jobs whose prev_gpus or restoring are not empty
+        self._held: set[int] = set()  # active jobs whose prev_gpus are not empty (held GPUs last round)
         self._types_of: dict[tuple[int, ...], tuple[tuple[int, str], ...]] = {}  # GPU ids -> (type index, name), sorted
 
     # ---- admission and snapshots -------------------------------------------------
@@ -186,6 +187,7 @@ class JobLedger:
         rec.cancelled_s = at_s
         rec.prev_gpus = ()
         self._holding.discard(job_id)
+        self._held.discard(job_id)
         self._changed((rec,))
         self.need_update = True
         return True
@@ -254,7 +256,7 @@ class JobLedger:
         """Record what the round did; returns ids of jobs that ended (finished, or failed for good)."""
         self.rounds += 1
         active = self.active
-        prev = {jid for jid in self._holding if active[jid].prev_gpus}  # held GPUs last round
+        prev = self._held  # held GPUs last round (read before _moved below updates it)
         self.lease_opportunities += len(prev)
         ran: dict[int, tuple[int, ...]] = {}  # job -> its leases' GPUs (unsorted when several)
         restoring: dict[int, list[tuple[tuple[int, ...], float]]] = {}
@@ -304,6 +306,7 @@ class JobLedger:
         for jid in finished:
             del active[jid]
             self._holding.discard(jid)
+            self._held.discard(jid)
         if finished:
             self.need_update = True
         self.last_event_s = max(self.last_event_s, report.end_s)
@@ -342,7 +345,7 @@ class JobLedger:
                restoring: dict[int, list[tuple[tuple[int, ...], float]]]) -> None:
         """Each active job's GPUs and unfinished restores of this round: only jobs that ran now, or
         held GPUs or owed a restore before, can change (the rest keep ``()``)."""
-        active, holding = self.active, self._holding
+        active, holding, held = self.active, self._holding, self._held
         for jid in [j for j in ran if j in active] + [j for j in holding if j not in ran]:
             rec = active[jid]
             got = ran.get(jid)
@@ -360,10 +363,8 @@ class JobLedger:
             if gpus != rec.prev_gpus or owed != rec.restoring:
                 rec.view = None
             rec.prev_gpus, rec.restoring = gpus, owed
-            if gpus or owed:
-                holding.add(jid)
-            else:
-                holding.discard(jid)
+            (holding.add if gpus or owed else holding.discard)(jid)
+            (held.add if gpus else held.discard)(jid)
 
     # ---- queries ----------------------------------------------------------------
     def finished(self, job_id: int) -> bool:
