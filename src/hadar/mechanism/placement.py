@@ -10,7 +10,7 @@ into the round's leases with it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, RoundPlan
@@ -21,33 +21,40 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
                 previous: Mapping[int, tuple[int, ...]], busy: Collection[int] = ()) -> dict[int, tuple[int, ...]]:
     """GPU ids per job for ``counts[job][gpu_type]`` among GPUs not ``busy``; raises ValueError if a
     type is oversubscribed."""
-    free: dict[str, dict[int, list[int]]] = {}  # type -> node -> free GPU ids
+    # type -> node -> free GPU ids, nodes in the order of ``gpus_by_type``; a node's ids stay the
+    # cluster's tuple until a GPU is taken from it (then a list, or what is left of the tuple)
+    free: dict[str, dict[int, Sequence[int]]] = {}
     if busy:
         for t in cluster.gpu_types:
             per_node: dict[int, list[int]] = {}
             for g in cluster.gpus_by_type[t]:
                 if g not in busy:
                     per_node.setdefault(cluster.node_of[g], []).append(g)
-            free[t] = per_node
+            free[t] = dict(per_node)
     else:
-        free = {t: {n: list(gs) for n, gs in per.items()} for t, per in _by_node(cluster).items()}
+        free = {t: dict(per) for t, per in _by_node(cluster).items()}
+    type_of, node_of = cluster.gpu_type_of, cluster.node_of
     chosen: dict[int, list[int]] = {jid: [] for jid in counts}
     need: dict[int, dict[str, int]] = {}
     for jid, per_type in counts.items():  # pass 1: keep last round's GPUs (those still up and free)
         prev = previous.get(jid, ())
         left = {}
         for t, k in per_type.items():
-            keep = [g for g in prev if cluster.gpu_type_of[g] == t and g not in busy
-                    and g in free[t].get(cluster.node_of[g], ())][:k]
+            nodes = free[t]
+            keep = [g for g in prev if type_of[g] == t and g not in busy and g in nodes.get(node_of[g], ())][:k]
             for g in keep:
-                free[t][cluster.node_of[g]].remove(g)
+                gs = nodes[node_of[g]]
+                if not isinstance(gs, list):
+                    gs = nodes[node_of[g]] = list(gs)
+                gs.remove(g)
             chosen[jid].extend(keep)
             if k - len(keep) > 0:
                 left[t] = k - len(keep)
-        need[jid] = left
+        if left:
+            need[jid] = left
     for jid in sorted(need, key=lambda j: -sum(need[j].values())):  # pass 2: pack the rest
         for t, k in need[jid].items():
-            chosen[jid].extend(_take(free[t], k, {cluster.node_of[g] for g in chosen[jid]}, t))
+            chosen[jid].extend(_take(free[t], k, {node_of[g] for g in chosen[jid]}, t))
     return {jid: tuple(sorted(g)) for jid, g in chosen.items()}
 
 
@@ -68,12 +75,16 @@ def _by_node(cluster: Cluster) -> dict[str, dict[int, tuple[int, ...]]]:
     return out
 
 
-def _take(nodes: dict[int, list[int]], k: int, mine: set[int], gpu_type: str) -> list[int]:
-    """``k`` free GPUs from ``nodes``: nodes the job already uses first, then best fit, then largest."""
+def _take(nodes: dict[int, Sequence[int]], k: int, mine: set[int], gpu_type: str) -> list[int]:
+    """``k`` free GPUs from ``nodes``: nodes the job already uses first, then best fit, then largest
+    (each node's GPUs from the front of its list; a node emptied by the best-fit pass is dropped)."""
     got: list[int] = []
     for n in mine:
-        while k > len(got) and nodes.get(n):
-            got.append(nodes[n].pop(0))
+        gs = nodes.get(n)
+        if gs and k > len(got):
+            j = min(k - len(got), len(gs))
+            got.extend(gs[:j])
+            nodes[n] = gs[j:]
     while len(got) < k:
         want = k - len(got)
         best_n, best_free = -1, 0
@@ -90,10 +101,12 @@ def _take(nodes: dict[int, list[int]], k: int, mine: set[int], gpu_type: str) ->
         if best_n < 0:
             raise ValueError(f"not enough free {gpu_type} GPUs")
         gs = nodes[best_n]
-        while gs and len(got) < k:
-            got.append(gs.pop(0))
-        if not gs:
+        j = min(want, len(gs))
+        got.extend(gs[:j])
+        if j == len(gs):
             del nodes[best_n]
+        else:
+            nodes[best_n] = gs[j:]
     return got
 
 
@@ -112,7 +125,7 @@ class PlacementPlanner:
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         counts = allocation.counts if allocation is not None and allocation.counts is not None else {}
         live = {job.job_id: job for job in state.jobs}
-        want = {jid: dict(c) for jid, c in counts.items() if jid in live and c}
+        want = {jid: c for jid, c in counts.items() if jid in live and c}
         prev = {jid: live[jid].previous_gpus for jid in want if live[jid].previous_gpus}
         ids = assign_gpus(state.cluster, want, prev)
         guest = _guests(allocation, want, live)
