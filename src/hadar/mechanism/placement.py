@@ -21,57 +21,69 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
                 previous: Mapping[int, tuple[int, ...]], busy: Collection[int] = ()) -> dict[int, tuple[int, ...]]:
     """GPU ids per job for ``counts[job][gpu_type]`` among GPUs not ``busy``; raises ValueError if a
     type is oversubscribed."""
-    # type -> node -> free GPU ids, nodes in the order of ``gpus_by_type``; a node's ids stay the
-    # cluster's tuple until a GPU is taken from it (then a list, or what is left of the tuple)
-    free: dict[str, dict[int, Sequence[int]]] = {}
-    if busy:
-        for t in cluster.gpu_types:
-            per_node: dict[int, list[int]] = {}
-            for g in cluster.gpus_by_type[t]:
-                if g not in busy:
-                    per_node.setdefault(cluster.node_of[g], []).append(g)
-            free[t] = dict(per_node)
-    else:
-        free = {t: dict(per) for t, per in _by_node(cluster).items()}
+    by_node, usable = _by_node(cluster) if not busy else _free_by_node(cluster, busy)
     type_of, node_of = cluster.gpu_type_of, cluster.node_of
-    chosen: dict[int, list[int]] = {jid: [] for jid in counts}
+    taken: set[int] = set()
+    chosen: dict[int, list[int]] = {}
     need: dict[int, dict[str, int]] = {}
     for jid, per_type in counts.items():  # pass 1: keep last round's GPUs (those still up and free)
         prev = previous.get(jid, ())
+        mine: list[int] = []
         left = {}
         for t, k in per_type.items():
-            nodes = free[t]
-            keep = [g for g in prev if type_of[g] == t and g not in busy and g in nodes.get(node_of[g], ())][:k]
-            for g in keep:
-                gs = nodes[node_of[g]]
-                if not isinstance(gs, list):
-                    gs = nodes[node_of[g]] = list(gs)
-                gs.remove(g)
-            chosen[jid].extend(keep)
+            if t not in by_node:
+                raise KeyError(t)
+            keep = [g for g in prev if type_of[g] == t and g in usable and g not in taken][:k]
+            taken.update(keep)
+            mine.extend(keep)
             if k - len(keep) > 0:
                 left[t] = k - len(keep)
+        chosen[jid] = mine
         if left:
             need[jid] = left
-    for jid in sorted(need, key=lambda j: -sum(need[j].values())):  # pass 2: pack the rest
-        for t, k in need[jid].items():
-            chosen[jid].extend(_take(free[t], k, {node_of[g] for g in chosen[jid]}, t))
+    if need:  # pass 2: pack the rest, on each type's nodes less the GPUs kept
+        free: dict[str, dict[int, Sequence[int]]] = {}
+        for jid in sorted(need, key=lambda j: -sum(need[j].values())):
+            for t, k in need[jid].items():
+                if t not in free:
+                    free[t] = _less(by_node[t], [g for g in taken if type_of[g] == t], node_of)
+                chosen[jid].extend(_take(free[t], k, {node_of[g] for g in chosen[jid]}, t))
     return {jid: tuple(sorted(g)) for jid, g in chosen.items()}
 
 
-_BY_NODE: list[tuple[Cluster, dict[str, dict[int, tuple[int, ...]]]]] = []  # the last cluster's, by identity
+#: the last cluster's up GPUs: type -> node -> ids (nodes in the order of ``gpus_by_type``), and all of them
+_BY_NODE: list[tuple[Cluster, tuple[dict[str, dict[int, tuple[int, ...]]], frozenset[int]]]] = []
 
 
-def _by_node(cluster: Cluster) -> dict[str, dict[int, tuple[int, ...]]]:
-    """Type -> node -> its up GPUs, nodes in the order of ``gpus_by_type`` (cached for the last cluster)."""
+def _by_node(cluster: Cluster) -> tuple[dict[str, dict[int, tuple[int, ...]]], frozenset[int]]:
+    """Type -> node -> its up GPUs, nodes in the order of ``gpus_by_type``, and the set of those GPUs
+    (kept for the last cluster, by identity)."""
     if _BY_NODE and _BY_NODE[0][0] is cluster:
         return _BY_NODE[0][1]
+    got = _free_by_node(cluster, ())
+    _BY_NODE[:] = [(cluster, got)]
+    return got
+
+
+def _free_by_node(cluster: Cluster, busy: Collection[int]) -> tuple[dict[str, dict[int, tuple[int, ...]]],
+                                                                      frozenset[int]]:
+    """Type -> node -> its up GPUs not ``busy`` (nodes with none left out), and the set of those GPUs."""
     out: dict[str, dict[int, tuple[int, ...]]] = {}
     for t in cluster.gpu_types:
         per_node: dict[int, list[int]] = {}
         for g in cluster.gpus_by_type[t]:
-            per_node.setdefault(cluster.node_of[g], []).append(g)
+            if g not in busy:
+                per_node.setdefault(cluster.node_of[g], []).append(g)
         out[t] = {n: tuple(gs) for n, gs in per_node.items()}
-    _BY_NODE[:] = [(cluster, out)]
+    return out, frozenset(g for per in out.values() for gs in per.values() for g in gs)
+
+
+def _less(nodes: dict[int, tuple[int, ...]], kept: list[int], node_of: tuple[int, ...]) -> dict[int, Sequence[int]]:
+    """``nodes`` (node -> GPU ids) without the ``kept`` GPUs, in the same order (a node left empty stays)."""
+    out: dict[int, Sequence[int]] = dict(nodes)
+    gone = set(kept)
+    for n in {node_of[g] for g in kept}:
+        out[n] = [g for g in nodes[n] if g not in gone]
     return out
 
 

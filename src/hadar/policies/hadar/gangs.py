@@ -50,18 +50,24 @@ def fill(book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray, cou
             flat.take(offer.counts)
             left -= sum(offer.counts.values())
             counts[i] = offer.counts
-    # upgrade pass, in priority order, on plain lists (the book's free counts only where an offer reads them)
-    free, rates, values, sizes = flat.free.tolist(), x.tolist(), value.tolist(), scale.tolist()
+    # upgrade pass, in priority order, on plain lists (the book's free counts only where an offer reads them);
+    # a sync job with no type worth more than its placement cannot gain (_may_gain) and keeps it
+    n = x.shape[1]
+    free, rates, values, sizes = flat.free.tolist(), x.ravel().tolist(), value.ravel().tolist(), scale.tolist()
+    top = np.where(x > 0, value, -np.inf).max(axis=1, initial=-np.inf).tolist()
     for i in list(counts):
         if left == 0:
             return
         mine = counts[i]
+        rate, val = rates[i * n:(i + 1) * n], values[i * n:(i + 1) * n]
         w = int(sizes[i])
-        cur = value_of(mine, rates[i], values[i], w, rate_model)
+        cur = value_of(mine, rate, val, w, rate_model)
+        if rate_model == "sync" and top[i] <= cur * (1 + 1e-9):
+            continue
         for r, k in mine.items():
             free[r] += k
         left += sum(mine.values())
-        if rate_model != "sync" or _may_gain(free, rates[i], values[i], w, cur * (1 + 1e-9)):
+        if rate_model != "sync" or _may_gain(free, rate, val, w, cur * (1 + 1e-9)):
             flat.free[:] = free
             offer = best_offer(flat, x[i], value[i], w, rate_model=rate_model)
             if offer is not None and offer.utility > cur * (1 + 1e-9):
@@ -87,20 +93,25 @@ def previous_counts(state: SchedulerState) -> Counts:
     if _PREVIOUS and _PREVIOUS[0][0] is state:
         return _PREVIOUS[0][1]
     type_of = _type_indices(state.cluster)
+    seen = _PREVIOUS[0][2] if _PREVIOUS and _PREVIOUS[0][0].cluster is state.cluster else {}
     out: Counts = {}
+    kept: dict[tuple[int, ...], dict[int, int]] = {}  # this round's GPU tuples' counts (for the next round)
     for i, j in enumerate(state.jobs):
         gpus = j.previous_gpus
         if len(gpus) == j.scale_factor:
-            c: dict[int, int] = {}
-            for g in gpus:
-                r = type_of[g]
-                c[r] = c.get(r, 0) + 1
-            out[i] = c
-    _PREVIOUS[:] = [(state, out)]
+            c = seen.get(gpus)
+            if c is None:
+                c = {}
+                for g in gpus:
+                    r = type_of[g]
+                    c[r] = c.get(r, 0) + 1
+            out[i] = kept[gpus] = c
+    _PREVIOUS[:] = [(state, out, kept)]
     return out
 
 
-_PREVIOUS: list[tuple[SchedulerState, Counts]] = []  # the last state's previous_counts, by identity
+#: the last state's previous_counts (by identity), and its counts per GPU tuple (a job keeps its tuple)
+_PREVIOUS: list[tuple[SchedulerState, Counts, dict[tuple[int, ...], dict[int, int]]]] = []
 _TYPE_INDICES: list[tuple[Cluster, tuple[int, ...]]] = []  # the last cluster's GPU id -> type index
 
 

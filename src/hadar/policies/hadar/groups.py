@@ -116,24 +116,25 @@ def spread(groups: Groups, share: FloatArray, rates: FloatArray, remaining: Floa
     shortest first, each up to one round and no more than it needs, types in the order of the
     group's share (then type index)."""
     m, n = rates.shape
-    x = [[0.0] * n for _ in range(m)]
+    x = [0.0] * (m * n)  # x[i * n + r]
     now = [0.0] * m
     by_share = np.lexsort((np.broadcast_to(np.arange(n), share.shape), -share)).tolist()  # each group's row
-    rate, rem = rates.tolist(), remaining.tolist()
-    for g, members in enumerate(groups.members):
+    rate, rem, order = rates.ravel().tolist(), remaining.tolist(), np.concatenate(groups.members).tolist()
+    end = 0
+    for g, size in enumerate(groups.count.astype(int).tolist()):
+        start, end = end, end + size
         left = share[g].tolist()
         types = [r for r in by_share[g] if left[r] > 1e-12]
         if not types:
             continue
-        for i in members.tolist():
+        for i in order[start:end]:
             room, need = 1.0, 1.0  # round left to this job; share of its remaining work still to do
-            mine = rate[i]
             for r in types:
-                if left[r] <= 1e-12 or mine[r] <= 0:
+                if left[r] <= 1e-12 or rate[i * n + r] <= 0:
                     continue
-                per = mine[r] * round_s / rem[i] if rem[i] > 0 else math.inf
+                per = rate[i * n + r] * round_s / rem[i] if rem[i] > 0 else math.inf
                 take = min(left[r], room, need / per if per else float(np.divide(need, per)))
-                x[i][r] += take
+                x[i * n + r] += take
                 left[r] -= take
                 room -= take
                 need -= take * per
