@@ -17,10 +17,11 @@ from hadar.policies.hadar.pricing import Offer, PriceBook, best_offer
 Counts = dict[int, dict[int, int]]
 
 
-def value_of(c: dict[int, int], rates: FloatArray, value: FloatArray, w: int, rate_model: str) -> float:
+def value_of(c: dict[int, int], rates: FloatArray | list[float], value: FloatArray | list[float], w: int,
+             rate_model: str) -> float:
     """Utility of the placement ``c`` (sync: its slowest type's value; additive: each GPU's share)."""
     if rate_model == "sync":
-        return float(value[min(c, key=lambda r: rates[r])])
+        return float(value[next(iter(c)) if len(c) == 1 else min(c, key=lambda r: rates[r])])
     return sum(k * float(value[r]) / w for r, k in c.items())
 
 
@@ -177,13 +178,14 @@ def _on_plan(avail: list[int], w: int, plan: list[float], by_share: list[int], m
              ) -> dict[int, int] | None:
     """A job's gang on a planned type (its previous one first where the plan mostly agrees, then by
     planned share) that has ``w`` GPUs free, if any."""
-    planned = [r for r in by_share if plan[r] > 1e-6]
-    kept = next(iter(mine)) if mine is not None and len(mine) == 1 else None
-    if kept in planned and plan[kept] >= 0.5:  # stay put when the plan mostly agrees
-        planned.remove(kept)
-        planned.insert(0, kept)
-    for r in planned:
-        if avail[r] >= w:
+    kept = next(iter(mine)) if mine is not None and len(mine) == 1 else -1
+    if kept >= 0 and plan[kept] >= 0.5:  # stay put when the plan mostly agrees
+        if avail[kept] >= w:
+            return {kept: w}
+    else:
+        kept = -1
+    for r in by_share:
+        if r != kept and plan[r] > 1e-6 and avail[r] >= w:
             return {r: w}
     return None
 

@@ -75,11 +75,14 @@ class Work:
 
     def progress(self, counts: dict[int, dict[int, int]], round_s: float) -> FloatArray:
         """Steps each job makes in one round of a placement (sync: a mixed gang runs at its slowest type)."""
-        done = np.zeros(self.remaining.size)
+        done = [0.0] * self.remaining.size
+        n = self.rates.shape[1]
+        rates = self.rates.ravel().tolist()
         for i, c in counts.items():
             if c:
-                done[i] = round_s * min(float(self.rates[i, r]) for r in c)
-        return np.minimum(done, self.remaining)
+                done[i] = round_s * min(rates[i * n + r] for r in c)
+        out: FloatArray = np.minimum(np.array(done, dtype=float), self.remaining)
+        return out
 
 
 def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None = None) -> float:
