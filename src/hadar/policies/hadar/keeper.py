@@ -79,7 +79,9 @@ class Work:
         n = self.rates.shape[1]
         rates = self.rates.ravel().tolist()
         for i, c in counts.items():
-            if c:
+            if len(c) == 1:
+                done[i] = round_s * rates[i * n + next(iter(c))]
+            elif c:
                 done[i] = round_s * min(rates[i * n + r] for r in c)
         out: FloatArray = np.minimum(np.array(done, dtype=float), self.remaining)
         return out
