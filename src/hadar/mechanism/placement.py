@@ -10,7 +10,7 @@ into the round's leases with it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, RoundPlan
@@ -21,59 +21,82 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
                 previous: Mapping[int, tuple[int, ...]], busy: Collection[int] = ()) -> dict[int, tuple[int, ...]]:
     """GPU ids per job for ``counts[job][gpu_type]`` among GPUs not ``busy``; raises ValueError if a
     type is oversubscribed."""
-    free: dict[str, dict[int, list[int]]] = {}  # type -> node -> free GPU ids
-    if busy:
-        for t in cluster.gpu_types:
-            per_node: dict[int, list[int]] = {}
-            for g in cluster.gpus_by_type[t]:
-                if g not in busy:
-                    per_node.setdefault(cluster.node_of[g], []).append(g)
-            free[t] = per_node
-    else:
-        free = {t: {n: list(gs) for n, gs in per.items()} for t, per in _by_node(cluster).items()}
-    chosen: dict[int, list[int]] = {jid: [] for jid in counts}
+    by_node, usable = _by_node(cluster) if not busy else _free_by_node(cluster, busy)
+    type_of, node_of = cluster.gpu_type_of, cluster.node_of
+    taken: set[int] = set()
+    chosen: dict[int, list[int]] = {}
     need: dict[int, dict[str, int]] = {}
     for jid, per_type in counts.items():  # pass 1: keep last round's GPUs (those still up and free)
         prev = previous.get(jid, ())
+        mine: list[int] = []
         left = {}
         for t, k in per_type.items():
-            keep = [g for g in prev if cluster.gpu_type_of[g] == t and g not in busy
-                    and g in free[t].get(cluster.node_of[g], ())][:k]
-            for g in keep:
-                free[t][cluster.node_of[g]].remove(g)
-            chosen[jid].extend(keep)
+            if t not in by_node:
+                raise KeyError(t)
+            keep = [g for g in prev if type_of[g] == t and g in usable and g not in taken][:k]
+            taken.update(keep)
+            mine.extend(keep)
             if k - len(keep) > 0:
                 left[t] = k - len(keep)
-        need[jid] = left
-    for jid in sorted(need, key=lambda j: -sum(need[j].values())):  # pass 2: pack the rest
-        for t, k in need[jid].items():
-            chosen[jid].extend(_take(free[t], k, {cluster.node_of[g] for g in chosen[jid]}, t))
+        chosen[jid] = mine
+        if left:
+            need[jid] = left
+    if need:  # pass 2: pack the rest, on each type's nodes less the GPUs kept
+        free: dict[str, dict[int, Sequence[int]]] = {}
+        for jid in sorted(need, key=lambda j: -sum(need[j].values())):
+            for t, k in need[jid].items():
+                if t not in free:
+                    free[t] = _less(by_node[t], [g for g in taken if type_of[g] == t], node_of)
+                chosen[jid].extend(_take(free[t], k, {node_of[g] for g in chosen[jid]}, t))
     return {jid: tuple(sorted(g)) for jid, g in chosen.items()}
 
 
-_BY_NODE: list[tuple[Cluster, dict[str, dict[int, tuple[int, ...]]]]] = []  # the last cluster's, by identity
+#: the last cluster's up GPUs: type -> node -> ids (nodes in the order of ``gpus_by_type``), and all of them
+_BY_NODE: list[tuple[Cluster, tuple[dict[str, dict[int, tuple[int, ...]]], frozenset[int]]]] = []
 
 
-def _by_node(cluster: Cluster) -> dict[str, dict[int, tuple[int, ...]]]:
-    """Type -> node -> its up GPUs, nodes in the order of ``gpus_by_type`` (cached for the last cluster)."""
+def _by_node(cluster: Cluster) -> tuple[dict[str, dict[int, tuple[int, ...]]], frozenset[int]]:
+    """Type -> node -> its up GPUs, nodes in the order of ``gpus_by_type``, and the set of those GPUs
+    (kept for the last cluster, by identity)."""
     if _BY_NODE and _BY_NODE[0][0] is cluster:
         return _BY_NODE[0][1]
+    got = _free_by_node(cluster, ())
+    _BY_NODE[:] = [(cluster, got)]
+    return got
+
+
+def _free_by_node(cluster: Cluster, busy: Collection[int]) -> tuple[dict[str, dict[int, tuple[int, ...]]],
+                                                                      frozenset[int]]:
+    """Type -> node -> its up GPUs not ``busy`` (nodes with none left out), and the set of those GPUs."""
     out: dict[str, dict[int, tuple[int, ...]]] = {}
     for t in cluster.gpu_types:
         per_node: dict[int, list[int]] = {}
         for g in cluster.gpus_by_type[t]:
-            per_node.setdefault(cluster.node_of[g], []).append(g)
+            if g not in busy:
+                per_node.setdefault(cluster.node_of[g], []).append(g)
         out[t] = {n: tuple(gs) for n, gs in per_node.items()}
-    _BY_NODE[:] = [(cluster, out)]
+    return out, frozenset(g for per in out.values() for gs in per.values() for g in gs)
+
+
+def _less(nodes: dict[int, tuple[int, ...]], kept: list[int], node_of: tuple[int, ...]) -> dict[int, Sequence[int]]:
+    """``nodes`` (node -> GPU ids) without the ``kept`` GPUs, in the same order (a node left empty stays)."""
+    out: dict[int, Sequence[int]] = dict(nodes)
+    gone = set(kept)
+    for n in {node_of[g] for g in kept}:
+        out[n] = [g for g in nodes[n] if g not in gone]
     return out
 
 
-def _take(nodes: dict[int, list[int]], k: int, mine: set[int], gpu_type: str) -> list[int]:
-    """``k`` free GPUs from ``nodes``: nodes the job already uses first, then best fit, then largest."""
+def _take(nodes: dict[int, Sequence[int]], k: int, mine: set[int], gpu_type: str) -> list[int]:
+    """``k`` free GPUs from ``nodes``: nodes the job already uses first, then best fit, then largest
+    (each node's GPUs from the front of its list; a node emptied by the best-fit pass is dropped)."""
     got: list[int] = []
     for n in mine:
-        while k > len(got) and nodes.get(n):
-            got.append(nodes[n].pop(0))
+        gs = nodes.get(n)
+        if gs and k > len(got):
+            j = min(k - len(got), len(gs))
+            got.extend(gs[:j])
+            nodes[n] = gs[j:]
     while len(got) < k:
         want = k - len(got)
         best_n, best_free = -1, 0
@@ -90,10 +113,12 @@ def _take(nodes: dict[int, list[int]], k: int, mine: set[int], gpu_type: str) ->
         if best_n < 0:
             raise ValueError(f"not enough free {gpu_type} GPUs")
         gs = nodes[best_n]
-        while gs and len(got) < k:
-            got.append(gs.pop(0))
-        if not gs:
+        j = min(want, len(gs))
+        got.extend(gs[:j])
+        if j == len(gs):
             del nodes[best_n]
+        else:
+            nodes[best_n] = gs[j:]
     return got
 
 
@@ -112,7 +137,7 @@ class PlacementPlanner:
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         counts = allocation.counts if allocation is not None and allocation.counts is not None else {}
         live = {job.job_id: job for job in state.jobs}
-        want = {jid: dict(c) for jid, c in counts.items() if jid in live and c}
+        want = {jid: c for jid, c in counts.items() if jid in live and c}
         prev = {jid: live[jid].previous_gpus for jid in want if live[jid].previous_gpus}
         ids = assign_gpus(state.cluster, want, prev)
         guest = _guests(allocation, want, live)

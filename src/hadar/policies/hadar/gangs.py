@@ -10,16 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 from hadar.arrays import FloatArray, IntArray
+from hadar.model.cluster import Cluster
 from hadar.model.state import SchedulerState
 from hadar.policies.hadar.pricing import Offer, PriceBook, best_offer
 
 Counts = dict[int, dict[int, int]]
 
 
-def value_of(c: dict[int, int], rates: FloatArray, value: FloatArray, w: int, rate_model: str) -> float:
+def value_of(c: dict[int, int], rates: FloatArray | list[float], value: FloatArray | list[float], w: int,
+             rate_model: str) -> float:
     """Utility of the placement ``c`` (sync: its slowest type's value; additive: each GPU's share)."""
     if rate_model == "sync":
-        return float(value[min(c, key=lambda r: rates[r])])
+        return float(value[next(iter(c)) if len(c) == 1 else min(c, key=lambda r: rates[r])])
     return sum(k * float(value[r]) / w for r, k in c.items())
 
 
@@ -40,49 +42,87 @@ def fill(book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray, cou
     faster free GPUs, so no GPU idles while a job it could speed up runs. Adds to ``counts``."""
     flat = PriceBook(book.capacity, 1.0, 1.0, 0.0)  # free GPUs cost nothing now
     flat.free = book.free.copy()
+    left = int(flat.free.sum())  # GPUs still free
     for i in waiting:
-        if flat.free.sum() == 0:
+        if left == 0:
             return
         offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=rate_model)
         if offer is not None and offer.utility > 0:
             flat.take(offer.counts)
+            left -= sum(offer.counts.values())
             counts[i] = offer.counts
-    for i in list(counts):  # upgrade pass, in priority order
-        if flat.free.sum() == 0:
+    # upgrade pass, in priority order, on plain lists (the book's free counts only where an offer reads them);
+    # a sync job with no type worth more than its placement cannot gain (_may_gain) and keeps it
+    n = x.shape[1]
+    free, rates, values, sizes = flat.free.tolist(), x.ravel().tolist(), value.ravel().tolist(), scale.tolist()
+    top = np.where(x > 0, value, -np.inf).max(axis=1, initial=-np.inf).tolist()
+    for i in list(counts):
+        if left == 0:
             return
         mine = counts[i]
-        cur = value_of(mine, x[i], value[i], int(scale[i]), rate_model)
+        rate, val = rates[i * n:(i + 1) * n], values[i * n:(i + 1) * n]
+        w = int(sizes[i])
+        cur = value_of(mine, rate, val, w, rate_model)
+        if rate_model == "sync" and top[i] <= cur * (1 + 1e-9):
+            continue
         for r, k in mine.items():
-            flat.free[r] += k
-        if rate_model != "sync" or _may_gain(flat.free, x[i], value[i], int(scale[i]), cur * (1 + 1e-9)):
-            offer = best_offer(flat, x[i], value[i], int(scale[i]), rate_model=rate_model)
+            free[r] += k
+        left += sum(mine.values())
+        if rate_model != "sync" or _may_gain(free, rate, val, w, cur * (1 + 1e-9)):
+            flat.free[:] = free
+            offer = best_offer(flat, x[i], value[i], w, rate_model=rate_model)
             if offer is not None and offer.utility > cur * (1 + 1e-9):
                 mine = offer.counts
-        flat.take(mine)
+        for r, k in mine.items():
+            free[r] -= k
+        left -= sum(mine.values())
         counts[i] = mine
 
 
-def _may_gain(free: IntArray, rates: FloatArray, value: FloatArray, w: int, above: float) -> bool:
+def _may_gain(free: list[int], rates: list[float], value: list[float], w: int, above: float) -> bool:
     """Whether some sync placement of ``w`` GPUs out of ``free`` is worth more than ``above``: its
     slowest type s has ``value[s] > above`` and the types at least as fast as s have ``w`` free."""
-    for s in range(len(rates)):
-        if rates[s] > 0 and value[s] > above and \
-                sum(int(free[r]) for r in range(len(rates)) if rates[r] >= rates[s]) >= w:
+    for s, rate in enumerate(rates):
+        if rate > 0 and value[s] > above and sum(f for f, q in zip(free, rates, strict=True) if q >= rate) >= w:
             return True
     return False
 
 
 def previous_counts(state: SchedulerState) -> Counts:
-    """GPUs per type each job held last round (jobs that held a whole gang)."""
-    index = {t: r for r, t in enumerate(state.gpu_types)}
+    """GPUs per type each job held last round (jobs that held a whole gang). Read only: the last
+    state's answer is kept and handed out again for the same state (a round asks several times)."""
+    if _PREVIOUS and _PREVIOUS[0][0] is state:
+        return _PREVIOUS[0][1]
+    type_of = _type_indices(state.cluster)
+    seen = _PREVIOUS[0][2] if _PREVIOUS and _PREVIOUS[0][0].cluster is state.cluster else {}
     out: Counts = {}
+    kept: dict[tuple[int, ...], dict[int, int]] = {}  # this round's GPU tuples' counts (for the next round)
     for i, j in enumerate(state.jobs):
-        if len(j.previous_gpus) == j.scale_factor:
-            c: dict[int, int] = {}
-            for g in j.previous_gpus:
-                r = index[state.cluster.gpu_type_of[g]]
-                c[r] = c.get(r, 0) + 1
-            out[i] = c
+        gpus = j.previous_gpus
+        if len(gpus) == j.scale_factor:
+            c = seen.get(gpus)
+            if c is None:
+                c = {}
+                for g in gpus:
+                    r = type_of[g]
+                    c[r] = c.get(r, 0) + 1
+            out[i] = kept[gpus] = c
+    _PREVIOUS[:] = [(state, out, kept)]
+    return out
+
+
+#: the last state's previous_counts (by identity), and its counts per GPU tuple (a job keeps its tuple)
+_PREVIOUS: list[tuple[SchedulerState, Counts, dict[tuple[int, ...], dict[int, int]]]] = []
+_TYPE_INDICES: list[tuple[Cluster, tuple[int, ...]]] = []  # the last cluster's GPU id -> type index
+
+
+def _type_indices(cluster: Cluster) -> tuple[int, ...]:
+    """GPU id -> index of its type in ``cluster.gpu_types`` (kept for the last cluster, by identity)."""
+    if _TYPE_INDICES and _TYPE_INDICES[0][0] is cluster:
+        return _TYPE_INDICES[0][1]
+    index = {t: r for r, t in enumerate(cluster.gpu_types)}
+    out = tuple(index[t] for t in cluster.gpu_type_of)
+    _TYPE_INDICES[:] = [(cluster, out)]
     return out
 
 
@@ -105,40 +145,58 @@ def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: In
     critical = (price > 1e-9 * max(float(price.max()), 1e-300)) & (share >= 0.5)
     first = np.zeros(len(share), dtype=int) if first is None else first
     rounded = np.array([round(v, 6) for v in share.tolist()], dtype=float)
+    shares, firsts, sizes = share.tolist(), first.tolist(), scale.tolist()
+    rows = plan.tolist()
+    by_share = np.argsort(-plan, axis=1).tolist()  # each row as np.argsort(-plan[i]) sorts it
+    avail = book.free.tolist()  # the book's free counts, kept here (the book's own only where an offer reads them)
     # first the jobs the plan finishes, then those that never ran or are shielded (each in packing order),
     # then critical ones, then by planned share, price and packing order (rank is unique: a total order)
     for i in np.lexsort((rank, -price, -rounded, ~critical, np.where(first > 0, rank, 0), -first)).tolist():
-        if first[i] == 0 and share[i] < 0.5:
+        s, f = shares[i], firsts[i]
+        if f == 0 and s < 0.5:
             waiting.append(i)
             continue
-        got = _planned_gang(book, x[i], value[i], int(scale[i]), plan[i], share[i], first[i], prev.get(i), rate_model)
+        w = int(sizes[i])
+        got = _on_plan(avail, w, rows[i], by_share[i], prev.get(i)) if s >= 0.5 else None
+        if got is None:
+            book.free[:] = avail
+            got = _offered(book, x[i], value[i], w, plan[i], s, rate_model)
         if got is None:
             waiting.append(i)
         else:
-            book.take(got)
+            for r, k in got.items():
+                avail[r] -= k
             counts[i] = got
-    if book.free.sum() > 0:
+    book.free[:] = avail
+    if sum(avail) > 0:
         waiting.sort(key=lambda i: rank[i])
         fill(book, x, value, scale, counts, waiting, rate_model)
     return counts
 
 
-def _planned_gang(book: PriceBook, x: FloatArray, value: FloatArray, w: int, plan: FloatArray, share: float,
-                  first: int, mine: dict[int, int] | None, rate_model: str) -> dict[int, int] | None:
-    """One job's gang from its planned shares (None: it waits)."""
-    if first > 0 and share < 0.5:
-        offer = best_offer(book, x, value, w, rate_model=rate_model)
-        return offer.counts if offer is not None else None
+def _on_plan(avail: list[int], w: int, plan: list[float], by_share: list[int], mine: dict[int, int] | None
+             ) -> dict[int, int] | None:
+    """A job's gang on a planned type (its previous one first where the plan mostly agrees, then by
+    planned share) that has ``w`` GPUs free, if any."""
+    kept = next(iter(mine)) if mine is not None and len(mine) == 1 else -1
+    if kept >= 0 and plan[kept] >= 0.5:  # stay put when the plan mostly agrees
+        if avail[kept] >= w:
+            return {kept: w}
+    else:
+        kept = -1
+    for r in by_share:
+        if r != kept and plan[r] > 1e-6 and avail[r] >= w:
+            return {r: w}
+    return None
+
+
+def _offered(book: PriceBook, x: FloatArray, value: FloatArray, w: int, plan: FloatArray, share: float,
+             rate_model: str) -> dict[int, int] | None:
+    """A job's gang from the dual subroutine on ``book``: where it is placed ahead of the plan (a share
+    under 0.5), on any type; else on its planned types only (none of which has a whole gang free)."""
     if share < 0.5:
-        return None
-    planned = [r for r in np.argsort(-plan) if plan[r] > 1e-6]
-    kept = next(iter(mine)) if mine is not None and len(mine) == 1 else None
-    if kept in planned and plan[kept] >= 0.5:  # stay put when the plan mostly agrees
-        planned.remove(kept)
-        planned.insert(0, kept)
-    for r in planned:
-        if book.free[r] >= w:
-            return {int(r): w}
-    mask = np.where(plan > 1e-6, value, 0.0)
-    offer = best_offer(book, np.where(plan > 1e-6, x, 0.0), mask, w, rate_model=rate_model)
+        offer = best_offer(book, x, value, w, rate_model=rate_model)
+    else:
+        offer = best_offer(book, np.where(plan > 1e-6, x, 0.0), np.where(plan > 1e-6, value, 0.0), w,
+                           rate_model=rate_model)
     return offer.counts if offer is not None else None

@@ -22,6 +22,7 @@ At or below ``limit`` jobs every job is its own row and nothing changes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,7 @@ from hadar.arrays import FloatArray, IntArray
 from hadar.policies.hadar.keeper import Work
 
 _RATIOS = (1.05, 1.1, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0)
+_BANDS = 1 << 32  # bands a class may span in a (class, band) key (about 1,000 at most: times from 1e-9 s up)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class Groups:
     index: IntArray
     count: FloatArray
     members: list[IntArray]
+    first: IntArray | None = None  # each group's first member (None: read from ``members``)
 
     @property
     def size(self) -> int:
@@ -60,6 +63,8 @@ class Groups:
     @property
     def heads(self) -> IntArray:
         """Each group's first member (for values every member shares: rates, gang size, weight)."""
+        if self.first is not None:
+            return self.first
         out: IntArray = np.array([m[0] for m in self.members], dtype=np.int64)
         return out
 
@@ -80,16 +85,18 @@ def group(rates: FloatArray, remaining: FloatArray, scale: IntArray, weight: Flo
     logt = np.log(np.maximum(t, 1e-9))
     index = cls
     for ratio in _RATIOS:
-        index = _ids(np.column_stack([cls, np.floor(logt / np.log(ratio))]))
-        if int(index.max()) + 1 <= limit:
+        # (class, band) pairs as one int64 key in the same order: np.unique numbers them as _ids would
+        band = np.floor(logt / np.log(ratio)).astype(np.int64)
+        keys, inverse = np.unique(cls * _BANDS + (band - band.min()), return_inverse=True)
+        if keys.size <= limit:
+            index = inverse.astype(np.int64)
             break
-    else:
-        index = cls
     order = np.lexsort((np.arange(m), t, index))  # by group, then shortest first, then job index
     size = int(index.max()) + 1
     count = np.bincount(index, minlength=size).astype(float)
-    members = np.split(order, np.cumsum(count[:-1]).astype(int))
-    return Groups(index, count, members)
+    starts = np.cumsum(count[:-1]).astype(int)
+    return Groups(index, count, np.split(order, starts), np.asarray(order[np.concatenate([[0], starts])],
+                                                                    dtype=np.int64))
 
 
 def _ids(keys: FloatArray) -> IntArray:
@@ -109,21 +116,25 @@ def spread(groups: Groups, share: FloatArray, rates: FloatArray, remaining: Floa
     shortest first, each up to one round and no more than it needs, types in the order of the
     group's share (then type index)."""
     m, n = rates.shape
-    x = np.zeros((m, n))
-    now = np.zeros(m)
-    for g, members in enumerate(groups.members):
-        left = share[g].copy()
-        types = [int(r) for r in np.lexsort((np.arange(n), -left)) if left[r] > 1e-12]
+    x = [0.0] * (m * n)  # x[i * n + r]
+    now = [0.0] * m
+    by_share = np.lexsort((np.broadcast_to(np.arange(n), share.shape), -share)).tolist()  # each group's row
+    rate, rem, order = rates.ravel().tolist(), remaining.tolist(), np.concatenate(groups.members).tolist()
+    end = 0
+    for g, size in enumerate(groups.count.astype(int).tolist()):
+        start, end = end, end + size
+        left = share[g].tolist()
+        types = [r for r in by_share[g] if left[r] > 1e-12]
         if not types:
             continue
-        for i in members:
+        for i in order[start:end]:
             room, need = 1.0, 1.0  # round left to this job; share of its remaining work still to do
             for r in types:
-                if left[r] <= 1e-12 or rates[i, r] <= 0:
+                if left[r] <= 1e-12 or rate[i * n + r] <= 0:
                     continue
-                per = rates[i, r] * round_s / remaining[i] if remaining[i] > 0 else np.inf
-                take = min(left[r], room, need / per)
-                x[i, r] += take
+                per = rate[i * n + r] * round_s / rem[i] if rem[i] > 0 else math.inf
+                take = min(left[r], room, need / per if per else float(np.divide(need, per)))
+                x[i * n + r] += take
                 left[r] -= take
                 room -= take
                 need -= take * per
@@ -132,7 +143,7 @@ def spread(groups: Groups, share: FloatArray, rates: FloatArray, remaining: Floa
             now[i] = 1.0 - max(need, 0.0)
             if all(left[r] <= 1e-12 for r in types):
                 break
-    return x, now
+    return np.array(x, dtype=float).reshape(m, n), np.array(now, dtype=float)
 
 
 def lp_work(work: Work, grp: Groups | None, remaining: FloatArray | None = None) -> Work:

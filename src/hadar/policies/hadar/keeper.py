@@ -75,11 +75,16 @@ class Work:
 
     def progress(self, counts: dict[int, dict[int, int]], round_s: float) -> FloatArray:
         """Steps each job makes in one round of a placement (sync: a mixed gang runs at its slowest type)."""
-        done = np.zeros(self.remaining.size)
+        done = [0.0] * self.remaining.size
+        n = self.rates.shape[1]
+        rates = self.rates.ravel().tolist()
         for i, c in counts.items():
-            if c:
-                done[i] = round_s * min(float(self.rates[i, r]) for r in c)
-        return np.minimum(done, self.remaining)
+            if len(c) == 1:
+                done[i] = round_s * rates[i * n + next(iter(c))]
+            elif c:
+                done[i] = round_s * min(rates[i * n + r] for r in c)
+        out: FloatArray = np.minimum(np.array(done, dtype=float), self.remaining)
+        return out
 
 
 def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None = None) -> float:
@@ -93,13 +98,10 @@ def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None
     k = ii.size
     frac = work.rates[ii, rr] * _HOUR / work.remaining[ii]  # share of the job's remaining work per hour
     h = k  # column of the horizon (hours)
-    rows, cols, vals = _rows(ii, rr, frac, work.scale, m, n, 0)
     # capacity rows m + r: sum s_i y_ir - C_r H <= 0; job rows m + n + i: sum_r y_ir - H <= 0
-    rows = np.concatenate([rows, m + np.arange(n), m + n + np.arange(m)])
-    cols = np.concatenate([cols, np.full(n + m, h)])
-    vals = np.concatenate([vals, -work.capacity.astype(float), -work.gangs()])
+    a = _matrix([_columns(ii, rr, frac, work.scale, m, n, 0)],
+                (m + np.arange(n + m), np.concatenate([-work.capacity.astype(float), -work.gangs()])), m + n + m)
     b = np.concatenate([-(work.remaining > 0).astype(float), np.zeros(n + m)])
-    a = highs.Csc.of(rows, cols, vals, (m + n + m, k + 1))
     c = np.zeros(k + 1)
     c[h] = 1.0
     named = None if names is None or n > 64 else _horizon_names(names, ii, rr, n)
@@ -116,13 +118,23 @@ def _horizon_names(rows: IntArray, ii: IntArray, rr: IntArray, n: int) -> tuple[
             np.concatenate([name * 4 + 1, np.arange(n) * 4 + 2, name * 4 + 3]))
 
 
-def _rows(ii: IntArray, rr: IntArray, frac: FloatArray, scale: IntArray, m: int, n: int,
-          offset: int) -> tuple[IntArray, IntArray, FloatArray]:
-    """Demand rows i (-share), capacity rows m + r (s_i) and job rows m + n + i (1) for columns offset.."""
-    k = ii.size
-    cols = offset + np.arange(k)
-    rows = np.concatenate([ii, m + rr, m + n + ii])
-    return rows, np.concatenate([cols, cols, cols]), np.concatenate([-frac, scale[ii].astype(float), np.ones(k)])
+def _columns(ii: IntArray, rr: IntArray, frac: FloatArray, scale: IntArray, m: int, n: int,
+             shift: int) -> tuple[IntArray, FloatArray]:
+    """One column per (job, type) pair, each with its demand row i (-share), capacity row m + shift + r
+    (s_i) and job row m + n + shift + i (1): the columns' row indices and values, column by column
+    (rows ascending in each)."""
+    rows = np.column_stack([ii, m + shift + rr, m + n + shift + ii]).ravel()
+    return rows, np.column_stack([-frac, scale[ii].astype(float), np.ones(ii.size)]).ravel()
+
+
+def _matrix(pairs: list[tuple[IntArray, FloatArray]], last: tuple[IntArray, FloatArray], n_rows: int) -> highs.Csc:
+    """The constraint matrix from blocks of three-row columns (``_columns``) and one last column (its
+    rows ascending): what ``highs.Csc.of`` builds from the same (row, column, value) triplets."""
+    k = sum(rows.size for rows, _ in pairs) // 3
+    indptr = np.concatenate([np.arange(0, 3 * k + 1, 3), [3 * k + last[0].size]]).astype(np.int32)
+    index = np.concatenate([rows for rows, _ in pairs] + [last[0]]).astype(np.int32)
+    return highs.Csc(indptr, index, np.concatenate([vals for _, vals in pairs] + [last[1]]).astype(float),
+                     (n_rows, k + 1))
 
 
 @contextlib.contextmanager
@@ -160,17 +172,12 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     per_h = work.rates[ii, rr] * _HOUR / work.remaining[ii]
     round_h, later_h = round_s / _HOUR, max(later_s, 0.0) / _HOUR
     # this round: columns 0..k-1 (share of the round), rows: demand i, capacity m + r, job m + n + i
-    r1, c1, v1 = _rows(ii, rr, per_h * round_h, work.scale, m, n, 0)
     # afterwards: columns k..2k-1 (hours), rows: demand i (shared), capacity 2m + n + r, job 2m + 2n + i;
     # column 2k: hours beyond ``later_s`` (the overrun), priced far above any utility
-    r2, c2, v2 = _rows(ii, rr, per_h, work.scale, m, n, k)
-    r2 = np.where(r2 >= m, r2 + m + n, r2)
-    over_rows = np.concatenate([2 * m + n + np.arange(n), 2 * m + 2 * n + np.arange(m)])
-    rows = np.concatenate([r1, r2, over_rows])
-    cols = np.concatenate([c1, c2, np.full(n + m, 2 * k)])
     g = work.gangs()
-    vals = np.concatenate([v1, v2, -work.capacity.astype(float), -g])
-    a = highs.Csc.of(rows, cols, vals, (2 * (m + n) + m, 2 * k + 1))
+    a = _matrix([_columns(ii, rr, per_h * round_h, work.scale, m, n, 0),
+                 _columns(ii, rr, per_h, work.scale, m, n, m + n)],
+                (2 * m + n + np.arange(n + m), np.concatenate([-work.capacity.astype(float), -g])), 2 * (m + n) + m)
     b = np.concatenate([-(work.remaining > 0).astype(float), work.capacity.astype(float), g,
                         work.capacity * later_h, g * later_h])
     gain = value[ii, rr]

@@ -166,10 +166,10 @@ class HadarPolicy:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
         warm = (highs.Warm(state.memo.get(_BASIS)), highs.Warm(state.memo.get(_HBASIS))) if self.warm_start else None
         x, scale, value, counts = self.place(state, warm=warm)
-        fractions = np.zeros((m, len(types)))
+        fractions, size, ids = np.zeros((m, len(types))), scale.tolist(), state.job_ids
         for i, c in counts.items():
             for r, k in c.items():
-                fractions[i, r] = k / scale[i]
+                fractions[i, r] = k / size[i]
         pairs: dict[tuple[int, int], tuple[float, ...]] = {}
         if self.share:  # a pair's time together is in ``pairs``; its host's time alone is then 0
             prev = gangs.previous_counts(state)
@@ -178,7 +178,7 @@ class HadarPolicy:
                 pairs[(state.jobs[s.host].job_id, state.jobs[s.guest].job_id)] = tuple(fractions[s.host])
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
-            state.jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
+            ids[i]: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
             pairs=pairs or None, memo={} if warm is None else {
                 k: w.basis for k, w in zip((_BASIS, _HBASIS), warm, strict=True) if w.basis is not None})
 

@@ -32,24 +32,28 @@ class PriceBook:
     busy for another reason simply starts out not free).
     """
 
-    __slots__ = ("_curve", "capacity", "free")
+    __slots__ = ("_curve", "_low", "_ratio", "_steepness", "capacity", "free")
 
     def __init__(self, capacity: IntArray | FloatArray, low: float, high: float, steepness: float = 1.0) -> None:
         self.capacity: IntArray = np.asarray(capacity, dtype=int)
         self.free = self.capacity.copy()
-        low = max(float(low), 1e-300)
-        ratio = max(float(high) / low, 1.0)
-        # _curve[r][i] = price of the (i+1)-th GPU taken of type r
-        self._curve = [low * ratio ** (steepness * np.arange(c) / max(c, 1)) for c in self.capacity]
+        self._low = max(float(low), 1e-300)
+        self._ratio = max(float(high) / self._low, 1.0)
+        self._steepness = steepness
+        # _curve[r][i] = price of the (i+1)-th GPU taken of type r (each type's built when first read)
+        self._curve: list[FloatArray | None] = [None] * len(self.capacity)
 
     def price(self, r: int, nth: int = 0) -> float:
         """Price of the ``nth`` next GPU of type r (0 = the next one); inf if none is left."""
         taken = self.capacity[r] - self.free[r] + nth
-        return float(self._curve[r][taken]) if nth < self.free[r] else float("inf")
+        return float(self.curve(r)[taken]) if nth < self.free[r] else float("inf")
 
     def curve(self, r: int) -> FloatArray:
         """Prices of type r's GPUs in the order they are taken (the i-th entry: the (i+1)-th GPU)."""
-        out: FloatArray = self._curve[r]
+        out = self._curve[r]
+        if out is None:
+            c = self.capacity[r]
+            out = self._curve[r] = self._low * self._ratio ** (self._steepness * np.arange(c) / max(c, 1))
         return out
 
     def take(self, counts: dict[int, int]) -> None:
