@@ -112,7 +112,7 @@ class HadarPolicy:
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
                  keep_short: float | None = 1.0, keep_own: float | None = 0.6,
                  keep_max_jobs: int | None = None, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
-                 plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = False, share: bool = False,
+                 plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = True, share: bool = False,
                  share_gain: float = 1.0) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
