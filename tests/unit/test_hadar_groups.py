@@ -140,8 +140,8 @@ def test_the_plan_basis_travels_in_the_memo(table) -> None:
     gen = iter(JobGenerator(table, 10.0, seed=3, multi_gpu=True))
     jobs = [next(gen) for _ in range(20)]
     st = state_of(parse_cluster("4:4:4"), jobs, jobs[-1].arrival_s, table)
-    assert "hadar.plan_basis" not in create("hadar").allocate(st).memo  # off by default: every round starts cold
-    policy = create("hadar", warm_start=True)
+    assert "hadar.plan_basis" not in create("hadar", warm_start=False).allocate(st).memo  # off: every round cold
+    policy = create("hadar")  # on by default
     a1 = policy.allocate(st)
     assert isinstance(a1.memo.get("hadar.plan_basis"), highs.Basis)
     assert isinstance(a1.memo.get("hadar.horizon_basis"), highs.Basis)

@@ -91,8 +91,9 @@ class Basis:
     is; its status codes (``cols``, ``rows``: a byte per column and row) are derived where needed (a
     mapped start, a comparison, a pickle) from ``basic``, the basic variables as HiGHS lists them
     (column j as j, row i as -1 - i; every nonbasic column of these LPs sits at its lower bound and
-    every nonbasic row at its upper one), or else read from the object (slow: a Python object per
-    entry); two bases compare and pickle by them, as plain values."""
+    every nonbasic row at its upper one: an equality row's two bounds are one value, which HiGHS may
+    call either), or else read from the object (slow: a Python object per entry); two bases compare
+    and pickle by them, as plain values."""
 
     __slots__ = ("_basic", "_codes", "_native", "key", "names")
 
