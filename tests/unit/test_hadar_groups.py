@@ -127,7 +127,7 @@ def test_a_mapped_basis_keeps_the_statuses_of_the_names_it_had() -> None:
     old = highs.Basis(None, bytes([1, 0, 2]), b"", (np.array([5, 7, 9], dtype=np.int64).tobytes(), b""))
     assert old.names is not None
     got = highs._carry(old.names[0], old.cols, np.array([9, 8, 5, 7], dtype=np.int64).tobytes(), 0)
-    assert got == [2, 0, 1, 0]
+    assert got.tolist() == [2, 0, 1, 0]
     assert pickle.loads(pickle.dumps(old)) == old  # a memo's basis pickles and compares as a plain value
 
 

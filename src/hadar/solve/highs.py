@@ -319,12 +319,17 @@ def solve_highs(c: FloatArray, a_ub: sp.spmatrix | Csc, b_ub: FloatArray, bounds
 _LOWER, _BASIC, _UPPER = 0, 1, 2  # HiGHS's basis status codes: nonbasic at the lower bound, basic, at the upper
 
 
-def _hb(cols: bytes | list[int], rows: bytes | list[int], alien: bool = False) -> Any:
+_STATUS: list[Any] = []  # HiGHS's basis status objects, by code (filled on first use)
+
+
+def _hb(cols: bytes | npt.NDArray[np.uint8], rows: bytes | npt.NDArray[np.uint8], alien: bool = False) -> Any:
     """HiGHS's basis object from status codes per column and row."""
-    status = list(_h.HighsBasisStatus.__members__.values())
+    if not _STATUS:
+        _STATUS.extend(_h.HighsBasisStatus.__members__.values())
+    status = np.array(_STATUS, dtype=object)
     hb = _h.HighsBasis()
-    hb.col_status = [status[v] for v in cols]
-    hb.row_status = [status[v] for v in rows]
+    hb.col_status = status[np.frombuffer(cols, dtype=np.uint8) if isinstance(cols, bytes) else cols].tolist()
+    hb.row_status = status[np.frombuffer(rows, dtype=np.uint8) if isinstance(rows, bytes) else rows].tolist()
     hb.valid = True
     hb.alien = alien
     return hb
@@ -338,17 +343,17 @@ def _mapped(basis: Basis, names: tuple[bytes, bytes]) -> Any:
     return _hb(cols, rows, alien=True)
 
 
-def _carry(old: bytes, status: bytes, names: bytes, default: int) -> list[int]:
+def _carry(old: bytes, status: bytes, names: bytes, default: int) -> npt.NDArray[np.uint8]:
     """Per name in ``names``: its status among the ``old`` names (``status``), else ``default``."""
     was, st, new = (np.frombuffer(old, dtype=np.int64), np.frombuffer(status, dtype=np.uint8),
                     np.frombuffer(names, dtype=np.int64))
-    out: IntArray = np.full(new.size, default, dtype=np.int64)
+    out = np.full(new.size, default, dtype=np.uint8)
     if was.size > 0 and new.size > 0:
         order = np.argsort(was, kind="stable")
         pos = np.minimum(np.searchsorted(was[order], new), was.size - 1)
         hit = was[order][pos] == new
         out[hit] = st[order][pos][hit]
-    return [int(v) for v in out.tolist()]
+    return out
 
 
 def _by_linprog(c: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, lo_col: FloatArray, hi_col: FloatArray,
