@@ -5,9 +5,9 @@ validating and copying its inputs, converting the matrix, and checking each
 HiGHS option through SciPy's option manager. The simulator solves thousands
 of such LPs, so :func:`solve` hands HiGHS the same model (columns in order,
 the matrix in compressed-column form with sorted row indices, the row and
-column bounds as given) under the options ``linprog`` sets, on a fresh
-solver object each call: HiGHS then takes the same path and returns the
-same point, bit for bit. Two option sets are in use (:class:`Options`):
+column bounds as given) under the options ``linprog`` sets, in a solver
+object emptied before each call (one per thread): HiGHS then takes the
+same path as on a fresh one and returns the same point, bit for bit. Two option sets are in use (:class:`Options`):
 
 * :data:`DUAL`: dual simplex, no presolve, what ``linprog(method="highs-ds",
   options={"presolve": False})`` runs (Gavel's LPs, ``hadar.solve.lp``;
@@ -88,22 +88,33 @@ class LPResult:
 class Basis:
     """A final simplex basis of the LP named ``key``, with its columns' and rows' ``names`` where
     given (int64 arrays' bytes). HiGHS's own basis object is kept as it came and started from as it
-    is; its status codes (``cols``, ``rows``: a byte per column and row) are read from it only where
-    needed (a mapped start, a comparison, a pickle: reading them costs more than a warm solve), and
-    two bases compare and pickle by them, as plain values."""
+    is; its status codes (``cols``, ``rows``: a byte per column and row) are derived where needed (a
+    mapped start, a comparison, a pickle) from ``basic``, the basic variables as HiGHS lists them
+    (column j as j, row i as -1 - i; every nonbasic column of these LPs sits at its lower bound and
+    every nonbasic row at its upper one: an equality row's two bounds are one value, which HiGHS may
+    call either), or else read from the object (slow: a Python object per entry); two bases compare
+    and pickle by them, as plain values."""
 
-    __slots__ = ("_codes", "_native", "key", "names")
+    __slots__ = ("_basic", "_codes", "_native", "key", "names")
 
     def __init__(self, key: Hashable, cols: bytes | None = None, rows: bytes | None = None,
-                 names: tuple[bytes, bytes] | None = None, native: Any = None) -> None:
-        self.key, self.names, self._native = key, names, native
+                 names: tuple[bytes, bytes] | None = None, native: Any = None,
+                 basic: tuple[IntArray, int, int] | None = None) -> None:
+        self.key, self.names, self._native, self._basic = key, names, native, basic
         self._codes = None if cols is None else (cols, rows or b"")
 
     @property
     def codes(self) -> tuple[bytes, bytes]:
         if self._codes is None:
-            self._codes = (bytes([v.value for v in self._native.col_status]),
-                           bytes([v.value for v in self._native.row_status]))
+            if self._basic is not None:
+                basic, n_col, n_row = self._basic
+                cols, rows = np.full(n_col, _LOWER, dtype=np.uint8), np.full(n_row, _UPPER, dtype=np.uint8)
+                cols[basic[basic >= 0]] = _BASIC
+                rows[-1 - basic[basic < 0]] = _BASIC
+                self._codes = (cols.tobytes(), rows.tobytes())
+            else:
+                self._codes = (bytes([v.value for v in self._native.col_status]),
+                               bytes([v.value for v in self._native.row_status]))
         return self._codes
 
     @property
@@ -194,11 +205,9 @@ def _native(options: Options) -> Any:
     return _NATIVE[options]
 
 
-def _instance(reuse: bool) -> Any:
-    """A HiGHS instance: a new one, or (``reuse``) this thread's, emptied by ``clearModel`` (no model,
-    solution or basis left: the same answers as a new one, without building and freeing it)."""
-    if not reuse:
-        return _h._Highs()
+def _instance() -> Any:
+    """This thread's HiGHS instance, emptied by ``clearModel`` (no model, solution or basis left: the
+    same answers as a new one, without building and freeing it)."""
     h = getattr(_LOCAL, "highs", None)
     if h is None:
         h = _LOCAL.highs = _h._Highs()
@@ -210,14 +219,13 @@ def _instance(reuse: bool) -> Any:
 def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray | None = None,
           col_lower: FloatArray | None = None, col_upper: FloatArray | None = None, options: Options = DUAL,
           warm: Warm | None = None, key: Hashable = None, names: tuple[IntArray, IntArray] | None = None,
-          reuse: bool = False) -> LPResult:
+          ) -> LPResult:
     """min ``c x`` s.t. ``row_lower <= a x <= row_upper`` (None: -inf; a row with a finite lower
     bound must be an equality for the fallback), ``col_lower <= x <= col_upper`` (None: 0 and
     +inf). With ``warm`` and a ``key``: start from ``warm``'s basis when it is of an LP with this
     key, and leave this solve's final basis there; with ``warm`` and ``names`` (columns', rows'):
     start from ``warm``'s basis mapped by name (module docstring), and leave this one's there.
-    ``reuse``: solve in this thread's HiGHS instance (cleared first) rather than a new one (Gavel's
-    LPs, solved cold, thousands of times a run)."""
+    Every solve runs in this thread's HiGHS instance, cleared first (``_instance``)."""
     n_row, n_col = a.shape
     cost = np.ascontiguousarray(c, dtype=float)
     hi = np.ascontiguousarray(row_upper, dtype=float)
@@ -235,41 +243,47 @@ def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray
     elif was is not None and named is not None and was.names is not None:
         start = was.native() if was.names == named else _mapped(was, named)
     keep = warm is not None and (key is not None or names is not None)
-    shared = reuse and warm is None  # a warm-started LP keeps its own instance
-    got = _run(native, cost, a, lo, hi, lo_col, hi_col, start, keep, shared)
+    got = _run(native, cost, a, lo, hi, lo_col, hi_col, start, keep)
     if start is not None and got[0].status != 0:  # a warm start that fails: solve it again, cold
-        got = _run(native, cost, a, lo, hi, lo_col, hi_col, None, keep, shared)
-    res, basis = got
+        got = _run(native, cost, a, lo, hi, lo_col, hi_col, None, keep)
+    res, basis, basic = got
     if warm is not None and keep:
-        warm.basis = None if basis is None else Basis(key, names=named, native=basis)
+        warm.basis = None if basis is None else Basis(key, names=named, native=basis, basic=basic)
     return res
 
 
 def _run(native: Any, cost: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, lo_col: FloatArray,
-         hi_col: FloatArray, start: Any, keep: bool, reuse: bool = False) -> tuple[LPResult, Any]:
-    """One HiGHS solve (from the basis ``start``, if given): its result and, with ``keep``, its final
-    basis (HiGHS's object; None unless valid); ``reuse``: in this thread's HiGHS instance (``_instance``)."""
+         hi_col: FloatArray, start: Any, keep: bool) -> tuple[LPResult, Any, tuple[IntArray, int, int] | None]:
+    """One HiGHS solve in this thread's instance (from the basis ``start``, if given): its result and,
+    with ``keep``, its final basis (HiGHS's object; None unless valid) and, where every nonbasic
+    column is at its lower bound and every nonbasic row at its upper one (no finite column upper
+    bound, every row an equality or without a lower bound), the basic variables as :class:`Basis`
+    takes them."""
     n_row, n_col = a.shape
-    h: Any = _instance(reuse)
+    h: Any = _instance()
     # the model from arrays (column-wise, minimize, no offset): numpy buffers, not element by element
     if h.passOptions(native) == _h.HighsStatus.kError or h.passModel(
             n_col, n_row, int(a.indptr[-1]), int(_h.MatrixFormat.kColwise), int(_h.ObjSense.kMinimize), 0.0, cost,
             lo_col, hi_col, lo, hi, np.asarray(a.indptr, dtype=np.int32), np.asarray(a.indices, dtype=np.int32),
             np.asarray(a.data, dtype=float), np.zeros(n_col, dtype=np.int32)) == _h.HighsStatus.kError:
-        return LPResult(4, "HiGHS rejected the model"), None
+        return LPResult(4, "HiGHS rejected the model"), None, None
     if start is not None:
         h.setBasis(start)
     if h.run() == _h.HighsStatus.kError:
-        return LPResult(4, "HiGHS failed: " + h.modelStatusToString(h.getModelStatus())), None
+        return LPResult(4, "HiGHS failed: " + h.modelStatusToString(h.getModelStatus())), None, None
     status = h.getModelStatus()
     if status != _h.HighsModelStatus.kOptimal:
         code = 2 if status == _h.HighsModelStatus.kInfeasible else 3 if status == _h.HighsModelStatus.kUnbounded else 4
-        return LPResult(code, "model status " + h.modelStatusToString(status)), None
+        return LPResult(code, "model status " + h.modelStatusToString(status)), None, None
     sol = h.getSolution()
     got = h.getBasis() if keep else None
     basis = got if got is not None and got.valid else None
+    basic = None
+    if basis is not None and np.isfinite(hi).all() and not np.isfinite(hi_col).any() and \
+            bool(np.all((lo == hi) | ~np.isfinite(lo))):
+        basic = (np.asarray(h.getBasicVariables()[1], dtype=np.int64), n_col, n_row)
     return LPResult(0, "optimal", np.array(sol.col_value), float(h.getObjectiveValue()),
-                    np.array(sol.row_dual)), basis
+                    np.array(sol.row_dual)), basis, basic
 
 
 def minimize(c: FloatArray, a: Csc | sp.csr_matrix | sp.csc_matrix, upper: FloatArray, *,
@@ -299,18 +313,23 @@ def solve_highs(c: FloatArray, a_ub: sp.spmatrix | Csc, b_ub: FloatArray, bounds
         raise ValueError("inconsistent shapes of the costs, constraints and bounds")
     if not (np.isfinite(c).all() and np.isfinite(a.data).all()) or np.isnan(b).any() or np.isnan(bnd).any():
         raise ValueError("NaN or infinite values in the costs or constraints")
-    return solve(c, a, b, col_lower=bnd[:, 0], col_upper=bnd[:, 1], options=DUAL, reuse=True)
+    return solve(c, a, b, col_lower=bnd[:, 0], col_upper=bnd[:, 1], options=DUAL)
 
 
-_LOWER, _BASIC = 0, 1  # HiGHS's basis status codes: nonbasic at the lower bound, basic
+_LOWER, _BASIC, _UPPER = 0, 1, 2  # HiGHS's basis status codes: nonbasic at the lower bound, basic, at the upper
 
 
-def _hb(cols: bytes | list[int], rows: bytes | list[int], alien: bool = False) -> Any:
+_STATUS: list[Any] = []  # HiGHS's basis status objects, by code (filled on first use)
+
+
+def _hb(cols: bytes | npt.NDArray[np.uint8], rows: bytes | npt.NDArray[np.uint8], alien: bool = False) -> Any:
     """HiGHS's basis object from status codes per column and row."""
-    status = list(_h.HighsBasisStatus.__members__.values())
+    if not _STATUS:
+        _STATUS.extend(_h.HighsBasisStatus.__members__.values())
+    status = np.array(_STATUS, dtype=object)
     hb = _h.HighsBasis()
-    hb.col_status = [status[v] for v in cols]
-    hb.row_status = [status[v] for v in rows]
+    hb.col_status = status[np.frombuffer(cols, dtype=np.uint8) if isinstance(cols, bytes) else cols].tolist()
+    hb.row_status = status[np.frombuffer(rows, dtype=np.uint8) if isinstance(rows, bytes) else rows].tolist()
     hb.valid = True
     hb.alien = alien
     return hb
@@ -324,17 +343,17 @@ def _mapped(basis: Basis, names: tuple[bytes, bytes]) -> Any:
     return _hb(cols, rows, alien=True)
 
 
-def _carry(old: bytes, status: bytes, names: bytes, default: int) -> list[int]:
+def _carry(old: bytes, status: bytes, names: bytes, default: int) -> npt.NDArray[np.uint8]:
     """Per name in ``names``: its status among the ``old`` names (``status``), else ``default``."""
     was, st, new = (np.frombuffer(old, dtype=np.int64), np.frombuffer(status, dtype=np.uint8),
                     np.frombuffer(names, dtype=np.int64))
-    out: IntArray = np.full(new.size, default, dtype=np.int64)
+    out = np.full(new.size, default, dtype=np.uint8)
     if was.size > 0 and new.size > 0:
         order = np.argsort(was, kind="stable")
         pos = np.minimum(np.searchsorted(was[order], new), was.size - 1)
         hit = was[order][pos] == new
         out[hit] = st[order][pos][hit]
-    return [int(v) for v in out.tolist()]
+    return out
 
 
 def _by_linprog(c: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, lo_col: FloatArray, hi_col: FloatArray,

@@ -193,7 +193,7 @@ def maxmin_lp(
     a = maxmin_matrix(var, coef, weights, free_rows, fixed)
     if not np.isfinite(a.data).all() or np.isnan(rhs).any():  # what solve_highs rejects
         raise SolverError(f"{what}: HiGHS rejected the problem (NaN or infinite values in the costs or constraints)")
-    res = solve(c, a, rhs, col_lower=lower, col_upper=upper, options=DUAL, reuse=True)
+    res = solve(c, a, rhs, col_lower=lower, col_upper=upper, options=DUAL)
     if res.status != 0:
         raise SolverError(f"{what}: HiGHS did not find an optimal solution (status {res.status}: {res.message})")
     return float(res.x[-1]), var.to_matrix(res.x)

@@ -48,6 +48,14 @@ _SPLIT = 3  # a JCT plan splits this round into so many periods
 _MIP_NODES = 1000
 #: A lean JCT plan (jobs grouped, groups.py): its periods grow faster (fewer periods, fewer columns).
 _LEAN_GROWTH = 5.0
+#: What the plan and horizon LPs return is rounded, the horizon to the millisecond and the plan's shares to
+#: 1e-9 of a round: two solves of one LP from different starting bases (a warm start, a cold one) agree to
+#: about 1e-12, and a decision must not hang on which of them ran (``warm_start``), nor on round-off.
+_H_DIGITS = 3
+#: A JCT plan's tie rule: a unit of work done on a type t times slower than the job's fastest costs as much
+#: more as finishing it _TIE x (t - 1) of the first period later (docs/hadar.md, "Warm starts").
+_TIE = 1e-3
+_X_DIGITS = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +116,7 @@ def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None
     res = highs.minimize(c, a, b, warm=warm, names=named)
     if res is None:
         return float("inf")
-    return float(res.x[h]) * _HOUR
+    return round(float(res.x[h]) * _HOUR, _H_DIGITS)
 
 
 def _horizon_names(rows: IntArray, ii: IntArray, rr: IntArray, n: int) -> tuple[IntArray, IntArray]:
@@ -281,7 +289,12 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
                   np.concatenate([vals.ravel(), -work.capacity.astype(float), -np.ones(m)]), (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
     weight = weight * g
-    c = np.concatenate([weight[ii][pair] * mid[per], [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
+    # ties: among plans that get the work done at the same times, each job's faster types (_TIE x the
+    # first period's length per unit, in proportion to how much slower than its fastest the type is)
+    fastest = np.full(m, np.inf)
+    np.minimum.at(fastest, ii, dur)
+    c = np.concatenate([(weight[ii][:, None] * (mid[None, :] + _TIE * lens[0] * (dur / fastest[ii] - 1.0)[:, None])
+                         ).ravel(), [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
     res = highs.minimize(c, a, np.concatenate([b_ub, np.ones(n_eq)]),
                       lower=np.concatenate([np.full(b_ub.size, -np.inf), np.ones(n_eq)]), warm=warm,
                       names=None if names is None else _names(names, ii, rr, n, p, live))
@@ -290,4 +303,5 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     now = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)
     x = np.zeros((m, n))
     x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, g[ii])
-    return x, np.asarray(np.bincount(ii, weights=now, minlength=m), dtype=float)
+    done = np.bincount(ii, weights=now, minlength=m)
+    return np.round(x, _X_DIGITS), np.round(done, _X_DIGITS)

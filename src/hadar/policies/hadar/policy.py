@@ -91,9 +91,9 @@ class HadarPolicy:
         "plan_total": "the fluid plan's span, as a multiple of the TTD horizon",
         "plan_max_jobs": "above this many active jobs the plan is skipped (null: never)",
         "warm_start": "start the JCT plan's LP and the horizon LPs from last round's simplex bases, carried over "
-                      "job by job across arrivals and completions (about a third of the CPU time at steady state; "
-                      "where the LP has ties it may end at another optimum, so results drift from a cold start: off "
-                      "by default)",
+                      "job by job across arrivals and completions (a quarter of the CPU time of cold starts at steady "
+                      "state; the LPs' answers are rounded and the plan breaks ties by a rule, so warm and cold starts "
+                      "decide alike: docs/hadar.md, \"Warm starts\")",
         "lp_jobs": "above this many active jobs the plan's and the keeper's LPs see groups of alike jobs (same "
                    "rates, gang size and weight, similar work left), at most this many (groups.py)",
         "share": "space sharing: a job left waiting may share the GPUs of a placed job of the same GPU count that "
@@ -112,7 +112,7 @@ class HadarPolicy:
                  keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
                  keep_short: float | None = 1.0, keep_own: float | None = 0.6,
                  keep_max_jobs: int | None = None, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
-                 plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = False, share: bool = False,
+                 plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = True, share: bool = False,
                  share_gain: float = 1.0) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
