@@ -41,7 +41,8 @@ def test_lp_answers_are_rounded_so_round_off_cannot_decide() -> None:
     h = horizon_s(w)
     assert h == round(h, 3)  # the millisecond
     got = jct_plan(w, np.ones(9), 360.0, 3 * h)
-    assert got is not None and np.array_equal(got[0], np.round(got[0], 9)) and np.array_equal(got[1], np.round(got[1], 9))
+    assert got is not None
+    assert np.array_equal(got[0], np.round(got[0], 9)) and np.array_equal(got[1], np.round(got[1], 9))
 
 
 def test_a_kept_basis_has_the_statuses_highs_reports() -> None:
