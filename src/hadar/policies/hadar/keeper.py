@@ -226,6 +226,18 @@ def _names(rows: IntArray, ii: IntArray, rr: IntArray, n: int, p: int, live: Boo
     return np.concatenate([cols, [-4]]), np.concatenate([cap, job, name[live] * 4 + 3])
 
 
+def _plan_costs(weight: FloatArray, ii: IntArray, dur: FloatArray, lens: FloatArray) -> FloatArray:
+    """A JCT plan's costs: per (pair, period) column the job's weight x the period's midpoint, plus the
+    tie rule (among plans that get the work done at the same times, each job's faster types: _TIE x
+    the first period's length per unit, in proportion to how much slower than its fastest the type
+    is), then the overrun's price."""
+    fastest = np.full(weight.size, np.inf)
+    np.minimum.at(fastest, ii, dur)
+    mid = np.cumsum(lens) - lens / 2
+    per_unit = weight[ii][:, None] * (mid[None, :] + _TIE * lens[0] * (dur / fastest[ii] - 1.0)[:, None])
+    return np.concatenate([per_unit.ravel(), [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
+
+
 def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = _SPLIT) -> FloatArray:
     """Period lengths for a JCT plan: this round in ``split`` equal parts (so that finishing early in
     the round counts), one more round, then each ``growth`` times the one before, the last one cut
@@ -269,7 +281,7 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
         return np.zeros((m, n)), np.zeros(m)
     split = 1 if lean else _SPLIT
     lens = periods_s(round_s, total_s, _LEAN_GROWTH if lean else 3.0, split) / _HOUR
-    p, mid = lens.size, np.cumsum(lens) - lens / 2
+    p = lens.size
     dur = work.remaining[ii] / work.rates[ii, rr] / _HOUR  # hours on W GPUs of r to finish
     live = work.remaining > 0
     # columns f[pair, period] at pair * p + period, then the overrun (hours the last period stretches);
@@ -288,14 +300,7 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     a = highs.Csc(indptr, index,
                   np.concatenate([vals.ravel(), -work.capacity.astype(float), -np.ones(m)]), (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
-    weight = weight * g
-    # ties: among plans that get the work done at the same times, each job's faster types (_TIE x the
-    # first period's length per unit, in proportion to how much slower than its fastest the type is)
-    fastest = np.full(m, np.inf)
-    np.minimum.at(fastest, ii, dur)
-    c = np.concatenate([(weight[ii][:, None] * (mid[None, :] + _TIE * lens[0] * (dur / fastest[ii] - 1.0)[:, None])
-                         ).ravel(), [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
-    res = highs.minimize(c, a, np.concatenate([b_ub, np.ones(n_eq)]),
+    res = highs.minimize(_plan_costs(weight * g, ii, dur, lens), a, np.concatenate([b_ub, np.ones(n_eq)]),
                       lower=np.concatenate([np.full(b_ub.size, -np.inf), np.ones(n_eq)]), warm=warm,
                       names=None if names is None else _names(names, ii, rr, n, p, live))
     if res is None:
