@@ -319,14 +319,14 @@ def solve_highs(c: FloatArray, a_ub: sp.spmatrix | Csc, b_ub: FloatArray, bounds
 _LOWER, _BASIC, _UPPER = 0, 1, 2  # HiGHS's basis status codes: nonbasic at the lower bound, basic, at the upper
 
 
-_STATUS: list[Any] = []  # HiGHS's basis status objects, by code (filled on first use)
+_STATUS: list[Any] = []  # HiGHS's basis status objects as an object array indexed by code (built on first use)
 
 
 def _hb(cols: bytes | npt.NDArray[np.uint8], rows: bytes | npt.NDArray[np.uint8], alien: bool = False) -> Any:
     """HiGHS's basis object from status codes per column and row."""
     if not _STATUS:
-        _STATUS.extend(_h.HighsBasisStatus.__members__.values())
-    status = np.array(_STATUS, dtype=object)
+        _STATUS.append(np.array(list(_h.HighsBasisStatus.__members__.values()), dtype=object))
+    status = _STATUS[0]
     hb = _h.HighsBasis()
     hb.col_status = status[np.frombuffer(cols, dtype=np.uint8) if isinstance(cols, bytes) else cols].tolist()
     hb.row_status = status[np.frombuffer(rows, dtype=np.uint8) if isinstance(rows, bytes) else rows].tolist()
