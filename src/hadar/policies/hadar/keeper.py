@@ -30,7 +30,6 @@ choice defers.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 from collections.abc import Iterator
@@ -83,24 +82,17 @@ class Work:
         return jobs, types
 
     def progress(self, counts: dict[int, dict[int, int]], round_s: float) -> FloatArray:
-        """Steps each job makes in one round of a placement (sync: a mixed gang runs at its slowest type),
-        whole steps as a round runs them (a job that cannot make one makes its fraction of one)."""
+        """Steps each job makes in one round of a placement (sync: a mixed gang runs at its slowest type)."""
         done = [0.0] * self.remaining.size
         n = self.rates.shape[1]
         rates = self.rates.ravel().tolist()
         for i, c in counts.items():
-            if not c:
-                continue
-            steps = round_s * (rates[i * n + next(iter(c))] if len(c) == 1 else min(rates[i * n + r] for r in c))
-            done[i] = math.floor(steps) or steps
+            if len(c) == 1:
+                done[i] = round_s * rates[i * n + next(iter(c))]
+            elif c:
+                done[i] = round_s * min(rates[i * n + r] for r in c)
         out: FloatArray = np.minimum(np.array(done, dtype=float), self.remaining)
         return out
-
-    def key(self, names: IntArray) -> bytes:
-        """This work and its rows' ``names``, bit for bit: what its horizon LP is made of."""
-        parts = (np.asarray(names, dtype=np.int64), self.rates, self.remaining, self.scale.astype(np.int64),
-                 self.gangs(), self.capacity.astype(np.int64), np.array(self.rates.shape, dtype=np.int64))
-        return b"".join(np.ascontiguousarray(v).tobytes() for v in parts)
 
 
 def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None = None) -> float:

@@ -34,14 +34,18 @@ from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits, RateModel
 from hadar.policies.hadar import gangs, groups
 from hadar.policies.hadar.gangs import Counts
-from hadar.policies.hadar.keeper import Work, jct_plan, round_plan
+from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
 from hadar.policies.hadar.params import PARAMS
 from hadar.policies.hadar.pricing import PriceBook
 from hadar.policies.hadar.share import shared_slots
-from hadar.policies.hadar.starts import Horizons, Starts
 from hadar.policies.hadar.utility import UTILITIES, UtilityContext, make_utility
 from hadar.policies.registry import register
 from hadar.solve import highs
+
+Warms = tuple[highs.Warm, highs.Warm]  # warm starts of the JCT plan's LP and of the horizon LPs
+
+_BASIS = "hadar.plan_basis"  # memo: the JCT plan's last simplex basis (its warm start next round)
+_HBASIS = "hadar.horizon_basis"  # memo: the keeper's last horizon LP's basis (the same for the horizon LPs)
 
 
 @register("hadar", "Hadar (IPDPS'24): task-level primal-dual placement each round; jobs may span GPU types")
@@ -113,7 +117,7 @@ class HadarPolicy:
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
-        warm = Starts.of(state.memo) if self.warm_start else None
+        warm = (highs.Warm(state.memo.get(_BASIS)), highs.Warm(state.memo.get(_HBASIS))) if self.warm_start else None
         x, scale, value, counts = self.place(state, warm=warm)
         fractions, size, ids = np.zeros((m, len(types))), scale.tolist(), state.job_ids
         for i, c in counts.items():
@@ -128,10 +132,11 @@ class HadarPolicy:
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
             ids[i]: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-            pairs=pairs or None, memo={} if warm is None else warm.memo())
+            pairs=pairs or None, memo={} if warm is None else {
+                k: w.basis for k, w in zip((_BASIS, _HBASIS), warm, strict=True) if w.basis is not None})
 
     def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
-              weight: FloatArray | None = None, warm: Starts | None = None
+              weight: FloatArray | None = None, warm: Warms | None = None
               ) -> tuple[FloatArray, FloatArray, FloatArray, Counts]:
         """The round's placement on a non-empty state: (throughputs x, scale factors, utility values,
         GPU counts per job index and type index). HadarE builds on it: ``busy[r]`` GPUs of type r
@@ -164,7 +169,7 @@ class HadarPolicy:
                               arrival, attained, weight)
 
     def _pack(self, state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray,
-              taken: dict[int, int], fresh: BoolArray | None, warm: Starts | None) -> Counts:
+              taken: dict[int, int], fresh: BoolArray | None, warm: Warms | None) -> Counts:
         """The JCT plan (or, where it is off or yields nothing, the primal-dual pass then the fill
         pass), then the keeper (``taken``: GPUs per type already in use; ``fresh``: the first-round
         rule's jobs); job index -> {type index: GPUs}."""
@@ -184,15 +189,15 @@ class HadarPolicy:
             free[r] -= k
         work = Work(x, state.remaining_steps(), scale, free)
         grp = groups.group(x, work.remaining, scale, state.priority_weights(), self.lp_jobs)
+        pw, hw = (None, None) if warm is None else warm
         names = None if warm is None else _row_names(state, grp)  # what warm starts map bases by
-        hz = Horizons(warm, names)
-        h = hz.now(groups.lp_work(work, grp))
+        h = horizon_s(groups.lp_work(work, grp), hw, names)
         if not np.isfinite(h):
             return self._priced(state, book, x, value, scale, order)
-        counts = (self._jct_plan(state, value, work, grp, h, order, fresh, None if warm is None else warm.plan, names)
-                  if plan else None) or self._priced(state, book, x, value, scale, order)
+        counts = (self._jct_plan(state, value, work, grp, h, order, fresh, pw, names) if plan else None) or \
+            self._priced(state, book, x, value, scale, order)
         if keep:
-            counts = self._keep(state, value, work, grp, h, counts, order, fresh, hz)
+            counts = self._keep(state, value, work, grp, h, counts, order, fresh, hw, names)
         return counts
 
     def _priced(self, state: SchedulerState, book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray,
@@ -231,18 +236,17 @@ class HadarPolicy:
         return fresh if fresh.any() and not fresh.all() else None
 
     def _keep(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
-              counts: Counts, order: IntArray, fresh: BoolArray | None, hz: Horizons) -> Counts:
+              counts: Counts, order: IntArray, fresh: BoolArray | None, hw: highs.Warm | None = None,
+              names: IntArray | None = None) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
         ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
-        ``_shielded`` from it go first in the re-planned round (``hz``: the decision's horizon LPs; it
-        keeps the horizon of the round returned)."""
+        ``_shielded`` from it go first in the re-planned round (``hw``, ``names``: as ``horizon_s``'s)."""
         x, scale, free = work.rates, work.scale, work.capacity
         slack = self.keep_slack or 0.0
         if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
             slack = max(slack, self.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
         allowed = h - state.round_s * (1.0 - slack)
-        packed = hz.after(groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s)))
-        was = hz.kept()
+        packed = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s)), hw, names)
         if packed <= allowed * (1 + 1e-6) + 1e-6:
             return counts
         # whole gangs when every job can run at once and only the types are in question (the end of a
@@ -259,11 +263,8 @@ class HadarPolicy:
                                                 got[1][grp.index])
         kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model,
                                self._shielded(state, work, fresh, h))
-        rounded = hz.after(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)))
-        if rounded <= packed:
-            return kept
-        hz.keep(was)  # whole gangs can miss the plan: keep the better round
-        return counts
+        rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)), hw, names)
+        return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
     def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float) -> IntArray | None:
         """Jobs the keeper may not hold back (1, else 0; None: none): with ``keep_short`` set, those
