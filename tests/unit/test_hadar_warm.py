@@ -62,3 +62,18 @@ def test_a_kept_basis_has_the_statuses_highs_reports() -> None:
     # an equality row's bounds are one value: nonbasic there, HiGHS says lower or upper, the basis says upper
     assert np.array_equal(ours[24:], np.where(own[24:] == 1, 1, 2))
     assert cols.count(1) + rows.count(1) == 30  # one basic variable per row
+
+
+
+def test_hadare_with_hadars_lps_starts_them_warm_and_decides_as_cold(table, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hadar.policies.hadare as hadare
+
+    kept: list[int] = []
+    real = hadare.warm_memo
+    monkeypatch.setattr(hadare, "warm_memo", lambda warm: kept.append(len(real(warm))) or real(warm))
+    jobs = list(itertools.islice(JobGenerator(table, 6.0, seed=3, multi_gpu=True), 24))
+    kw = {"plan": "lp", "keep_slack": 0.01}
+    runs = [simulate(jobs, parse_cluster("4:4:4"), table, "hadare", policy_kwargs={**kw, "warm_start": warm})
+            for warm in (True, False)]
+    assert runs[0].rows == runs[1].rows
+    assert max(kept) == 2  # warm: the plan's and the horizon LPs' bases go to the next round

@@ -58,7 +58,7 @@ from hadar.mechanism.placement import assign_gpus
 from hadar.model.state import Allocation, SchedulerState
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import PolicyTraits
-from hadar.policies.hadar.policy import HadarPolicy
+from hadar.policies.hadar.policy import HadarPolicy, Warms, warm_memo
 from hadar.policies.hadar.pricing import PriceBook
 from hadar.policies.registry import register
 from hadar.solve.bounds import copy_limits, lp_efficiency
@@ -113,7 +113,8 @@ class HadarEPolicy:
         index = {t: r for r, t in enumerate(types)}
         horizon, rel = self._lp(state)
         weight = np.maximum(rel, 0.01) ** self.match if self.match > 0 else None
-        x, scale, value, gpus = self._own_gpus(state, horizon, rel, weight)
+        warm = self.hadar.warm_starts(state)  # Hadar's LPs, where its plan or keeper is on (not by default here)
+        x, scale, value, gpus = self._own_gpus(state, horizon, rel, weight, warm)
         book = self.hadar.price_book(state, value, scale) if self.fork else None
         if book is not None:
             book.take(dict(Counter(index[cluster.gpu_type_of[g]] for gs in gpus.values() for g in gs)))
@@ -125,10 +126,10 @@ class HadarEPolicy:
             fractions[i] /= max(len(gpus[j.job_id]), j.scale_factor)
         copies = {jid: tuple((cluster.node_of[grp[0]], len(grp)) for grp in split_by_node(cluster, gs))
                   for jid, gs in gpus.items() if gs}
-        return Allocation.for_state(state, fractions, copies=copies)
+        return Allocation.for_state(state, fractions, copies=copies, memo=warm_memo(warm))
 
-    def _own_gpus(self, state: SchedulerState, horizon: float, rel: FloatArray,
-                  weight: FloatArray | None) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
+    def _own_gpus(self, state: SchedulerState, horizon: float, rel: FloatArray, weight: FloatArray | None,
+                  warm: Warms | None = None) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
         """Each job's GPUs before forking (with Hadar's x, scale factors and utility values): the pace
         guard's copies first, then Hadar's placement on the GPUs left; where that leaves a job without
         GPUs that Hadar's placement alone would start, Hadar's placement first and the guard's copies
@@ -137,11 +138,11 @@ class HadarEPolicy:
         reserved = self._spread_critical(state, horizon, rel, {j.job_id: [] for j in state.jobs}) if guard else {}
         waiting: list[int] = []
         if reserved:
-            first = self._placement(state, weight, reserved)
+            first = self._placement(state, weight, reserved, warm)
             waiting = [jid for jid, gs in first[3].items() if not gs]
             if not waiting:
                 return first
-        alone = self._placement(state, weight)
+        alone = self._placement(state, weight, warm=warm)
         if reserved:
             if not any(alone[3][jid] for jid in waiting):
                 return first
@@ -150,7 +151,7 @@ class HadarEPolicy:
         return alone
 
     def _placement(self, state: SchedulerState, weight: FloatArray | None,
-                   reserved: Mapping[int, list[int]] | None = None,
+                   reserved: Mapping[int, list[int]] | None = None, warm: Warms | None = None,
                    ) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
         """Hadar's placement of the jobs not in ``reserved`` (job id -> GPUs held already) on the GPUs
         it leaves: (x, scale factors, utility values, job id -> GPUs, the reserved ones included)."""
@@ -162,7 +163,7 @@ class HadarEPolicy:
         for g in taken:
             busy[index[cluster.gpu_type_of[g]]] += 1
         sit_out = np.array([j.job_id in reserved for j in jobs])
-        x, scale, value, counts = self.hadar.place(state, busy=busy, sit_out=sit_out, weight=weight)
+        x, scale, value, counts = self.hadar.place(state, busy=busy, sit_out=sit_out, weight=weight, warm=warm)
         prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
         placed = assign_gpus(cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
                              prev, busy=taken)

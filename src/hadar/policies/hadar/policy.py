@@ -117,7 +117,7 @@ class HadarPolicy:
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
-        warm = (highs.Warm(state.memo.get(_BASIS)), highs.Warm(state.memo.get(_HBASIS))) if self.warm_start else None
+        warm = self.warm_starts(state)
         x, scale, value, counts = self.place(state, warm=warm)
         fractions, size, ids = np.zeros((m, len(types))), scale.tolist(), state.job_ids
         for i, c in counts.items():
@@ -132,8 +132,12 @@ class HadarPolicy:
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
             ids[i]: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-            pairs=pairs or None, memo={} if warm is None else {
-                k: w.basis for k, w in zip((_BASIS, _HBASIS), warm, strict=True) if w.basis is not None})
+            pairs=pairs or None, memo=warm_memo(warm))
+
+    def warm_starts(self, state: SchedulerState) -> Warms | None:
+        """With ``warm_start``, the warm starts the last round left in ``state.memo`` (for :meth:`place`;
+        what it leaves in them goes to the next round's memo: :func:`warm_memo`)."""
+        return (highs.Warm(state.memo.get(_BASIS)), highs.Warm(state.memo.get(_HBASIS))) if self.warm_start else None
 
     def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
               weight: FloatArray | None = None, warm: Warms | None = None
@@ -341,6 +345,12 @@ def _row_names(state: SchedulerState, grp: groups.Groups | None) -> IntArray:
     """Names of the LPs' rows, by which a warm start maps a basis: job ids (a group: its first member's)."""
     ids: IntArray = np.array(state.job_ids, dtype=np.int64)
     return ids if grp is None else ids[grp.heads]
+
+
+def warm_memo(warm: Warms | None) -> dict[str, highs.Basis]:
+    """What a round's warm starts leave for the next round's memo."""
+    return {} if warm is None else {k: w.basis for k, w in zip((_BASIS, _HBASIS), warm, strict=True)
+                                    if w.basis is not None}
 
 
 def _limit(v: int | None) -> int | float:
