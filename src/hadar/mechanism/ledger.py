@@ -231,20 +231,24 @@ class JobLedger:
         """Fold time received since the last reset into deficits; reseed counters."""
         elapsed = now_s - self.last_reset_s
         seed = self.round_s / 2.0
+        n = len(self.types)
+        seeds = [seed] * n
+        # what each job should have had per type: allocation.fraction(jid, t) * elapsed, read from the
+        # allocation's row (a type or a job it lacks: 0.0 * elapsed; no allocation: 0.0)
         cols = [allocation.gpu_types.index(t) if t in allocation.gpu_types else -1 for t in self.types] \
             if allocation is not None else []
+        none = [0.0 * elapsed] * n if allocation is not None else [0.0] * n
         for jid, rec in self.active.items():
             row = allocation.row(jid) if allocation is not None else None
+            should = none if row is None else [row[c] * elapsed if c >= 0 else none[0] for c in cols]
             owed, got = rec.deficit_s, rec.received_s
-            changed = False
-            for j in range(len(self.types)):
-                # = allocation.fraction(jid, t) * elapsed, read from the allocation's row
-                should = ((row[cols[j]] if row is not None and cols[j] >= 0 else 0.0) * elapsed
-                          if allocation is not None else 0.0)
+            changed = got != seeds  # = some got[j] != seed
+            for j in range(n):
                 old = owed[j]
-                new = owed[j] = old + (should - (got[j] - seed))
-                changed = changed or got[j] != seed or new != old or (new == 0.0 and _signbit(new) != _signbit(old))
-                got[j] = seed
+                new = owed[j] = old + (should[j] - (got[j] - seed))
+                if not changed and (new != old or (new == 0.0 and _signbit(new) != _signbit(old))):
+                    changed = True
+            got[:] = seeds
             if changed:
                 rec.view = None
                 self._views = None
