@@ -98,24 +98,30 @@ class GavelRoundPlanner:
         floors = [self.DUST * max(row, default=0.0) if (self.spare_last and row is not None) else 0.0
                   for row in rows]
         prios: dict[int, dict[str, float]] = {job.job_id: {} for job in state.jobs}  # job -> type -> priority
+        cands = [(job, job.job_id, job.throughputs, job.received_s, job.deficit_s, row, floor, prios[job.job_id])
+                 for job, row, floor in zip(state.jobs, rows, floors, strict=True)]
         for t in types:
             j = index[t]
             a = alloc_index.get(t)
             entries = []
-            for job, row, floor in zip(state.jobs, rows, floors, strict=True):
+            for job, jid, rates, received, deficit, row, floor, mine in cands:
                 x = row[a] if (row is not None and a is not None) else 0.0
-                prio = x / job.received_s[j] if (x > floor and job.throughputs[j] > 0) else 0.0
-                entries.append((-prio, -job.deficit_s[j], -x, job.job_id, job))
-                prios[job.job_id][t] = prio
+                prio = x / received[j] if (x > floor and rates[j] > 0) else 0.0
+                entries.append((-prio, -deficit[j], -x, jid, job))
+                mine[t] = prio
             entries.sort()  # exact ties: lowest id first (ids are unique: views are never compared)
             queue += [(t, e[4], -e[0]) for e in entries]
         left = {t: state.cluster.count(t) for t in types}
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
         aware = not self.shuffle_types  # a type-agnostic policy's jobs do not seek their fast types
         deferred = self._serve([e for e in queue if e[2] > 0], left, chosen, index, prios if aware else None)
-        spare = deferred + [e for e in queue if e[2] <= 0]
-        key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware)
-        self._serve(sorted(spare, key=key), left, chosen, index)
+        # the second pass: entries it would pass over whatever comes first (a type with no GPU left, a job
+        # chosen already; left and chosen only shrink and grow) are left out before its sort (a stable one)
+        taken = {job.job_id for jobs in chosen.values() for job in jobs}
+        spare = [e for e in deferred + [e for e in queue if e[2] <= 0] if left[e[0]] and e[1].job_id not in taken]
+        if spare:
+            key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware)
+            self._serve(sorted(spare, key=key), left, chosen, index)
         return chosen
 
     def _scan(self, state: SchedulerState, allocation: Allocation | None,
@@ -169,16 +175,21 @@ class GavelRoundPlanner:
         the job has a positive priority on a type where it runs faster and that has room for it."""
         taken = {job.job_id for jobs in chosen.values() for job in jobs}
         later: list[tuple[str, JobView, float]] = []
+        faster: dict[int, list[tuple[str, float]]] = {}  # job -> (type, its rate there) where its priority > 0
         for t, job, prio in queue:
             rate = job.throughputs[index[t]]
             if left[t] == 0 or job.job_id in taken or rate <= 0:
                 continue
             if (self.skip_zero_priority and prio <= 0) or job.scale_factor > left[t]:
                 continue
-            if prios is not None and any(p > 0 and left[u] >= job.scale_factor and job.throughputs[index[u]] > rate
-                                         for u, p in prios[job.job_id].items()):
-                later.append((t, job, prio))
-                continue
+            if prios is not None:
+                mine = faster.get(job.job_id)
+                if mine is None:
+                    mine = faster[job.job_id] = [(u, job.throughputs[index[u]])
+                                                 for u, p in prios[job.job_id].items() if p > 0]
+                if any(left[u] >= job.scale_factor and r > rate for u, r in mine):
+                    later.append((t, job, prio))
+                    continue
             left[t] -= job.scale_factor
             taken.add(job.job_id)
             chosen[t].append(job)
