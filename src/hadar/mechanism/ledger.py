@@ -353,6 +353,9 @@ class JobLedger:
         for jid in [j for j in ran if j in active] + [j for j in holding if j not in ran]:
             rec = active[jid]
             got = ran.get(jid)
+            if got and got == rec.prev_gpus and not rec.restoring and jid not in restoring:
+                rec.rounds_run += 1  # kept its GPUs and owes no restore: all the rest stays (it is in holding, held)
+                continue
             if not got:
                 gpus: tuple[int, ...] = ()
             elif got == rec.prev_gpus:  # kept its GPUs: already sorted (prev_gpus always is)
