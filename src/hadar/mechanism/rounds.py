@@ -92,7 +92,7 @@ class GavelRoundPlanner:
         if not self.spare_last:
             return self._scan(state, allocation, types)
         index = {t: i for i, t in enumerate(state.gpu_types)}
-        queue: list[tuple[str, JobView, float]] = []
+        queue: list[tuple[str, JobView, float]] = []  # the positive priorities, per type in the scan's order
         alloc_index = {t: i for i, t in enumerate(allocation.gpu_types)} if allocation is not None else {}
         rows = [allocation.row(job.job_id) if allocation is not None else None for job in state.jobs]
         floors = [self.DUST * max(row, default=0.0) if (self.spare_last and row is not None) else 0.0
@@ -106,23 +106,35 @@ class GavelRoundPlanner:
             entries = []
             for job, jid, rates, received, deficit, row, floor, mine in cands:
                 x = row[a] if (row is not None and a is not None) else 0.0
-                prio = x / received[j] if (x > floor and rates[j] > 0) else 0.0
-                entries.append((-prio, -deficit[j], -x, jid, job))
-                mine[t] = prio
+                prio = mine[t] = x / received[j] if (x > floor and rates[j] > 0) else 0.0
+                if prio > 0:
+                    entries.append((-prio, -deficit[j], -x, jid, job))
             entries.sort()  # exact ties: lowest id first (ids are unique: views are never compared)
             queue += [(t, e[4], -e[0]) for e in entries]
         left = {t: state.cluster.count(t) for t in types}
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
         aware = not self.shuffle_types  # a type-agnostic policy's jobs do not seek their fast types
-        deferred = self._serve([e for e in queue if e[2] > 0], left, chosen, index, prios if aware else None)
-        # the second pass: entries it would pass over whatever comes first (a type with no GPU left, a job
-        # chosen already; left and chosen only shrink and grow) are left out before its sort (a stable one)
+        deferred = self._serve(queue, left, chosen, index, prios if aware else None)
+        if any(left.values()):  # spare GPUs: the put-off entries, then the others (priority 0, or NaN: none)
+            self._spare(state, types, prios, deferred, left, chosen, index, aware)
+        return chosen
+
+    def _spare(self, state: SchedulerState, types: Sequence[str], prios: dict[int, dict[str, float]],
+               deferred: list[tuple[str, JobView, float]], left: dict[str, int], chosen: dict[str, list[JobView]],
+               index: dict[str, int], aware: bool) -> None:
+        """The second pass (``_choose``): the put-off entries and those of priority at most 0, in
+        ``_spare_key``'s order. Entries it would pass over whatever comes first (a type with no GPU left,
+        a job chosen already: left and chosen only shrink and grow; priority 0 under
+        ``skip_zero_priority``) are left out before the sort; its keys are unique (type, job), so the
+        order they come in does not matter."""
         taken = {job.job_id for jobs in chosen.values() for job in jobs}
-        spare = [e for e in deferred + [e for e in queue if e[2] <= 0] if left[e[0]] and e[1].job_id not in taken]
+        spare = [e for e in deferred if left[e[0]] and e[1].job_id not in taken]
+        if not self.skip_zero_priority:
+            spare += [(t, job, p) for t in types if left[t] for job in state.jobs
+                      if job.job_id not in taken and (p := prios[job.job_id][t]) <= 0]
         if spare:
             key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware)
             self._serve(sorted(spare, key=key), left, chosen, index)
-        return chosen
 
     def _scan(self, state: SchedulerState, allocation: Allocation | None,
               types: Sequence[str]) -> dict[str, list[JobView]]:
