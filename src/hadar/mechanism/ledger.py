@@ -229,12 +229,9 @@ class JobLedger:
     # ---- Gavel's counter reset (at every re-solve) -----------------------------
     def reset_counters(self, now_s: float, allocation: Allocation | None) -> None:
         """Fold time received since the last reset into deficits; reseed counters."""
-        elapsed = now_s - self.last_reset_s
-        seed = self.round_s / 2.0
-        n = len(self.types)
+        elapsed, seed, n = now_s - self.last_reset_s, self.round_s / 2.0, len(self.types)
         seeds = [seed] * n
-        # what each job should have had per type: allocation.fraction(jid, t) * elapsed, read from the
-        # allocation's row (a type or a job it lacks: 0.0 * elapsed; no allocation: 0.0)
+        # per type, allocation.fraction(jid, t) * elapsed from its row (a type or job it lacks: 0.0 * elapsed)
         cols = [allocation.gpu_types.index(t) if t in allocation.gpu_types else -1 for t in self.types] \
             if allocation is not None else []
         none = [0.0 * elapsed] * n if allocation is not None else [0.0] * n
@@ -250,8 +247,7 @@ class JobLedger:
                     changed = True
             got[:] = seeds
             if changed:
-                rec.view = None
-                self._views = None
+                rec.view = self._views = None
         self.last_reset_s = now_s
         self.resolves += 1
 
@@ -354,7 +350,7 @@ class JobLedger:
             rec = active[jid]
             got = ran.get(jid)
             if got and got == rec.prev_gpus and not rec.restoring and jid not in restoring:
-                rec.rounds_run += 1  # kept its GPUs and owes no restore: all the rest stays (it is in holding, held)
+                rec.rounds_run += 1  # kept its GPUs, owes no restore: the rest stays (it is in holding, held)
                 continue
             if not got:
                 gpus: tuple[int, ...] = ()
