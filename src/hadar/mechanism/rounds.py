@@ -188,22 +188,30 @@ class GavelRoundPlanner:
         taken = {job.job_id for jobs in chosen.values() for job in jobs}
         later: list[tuple[str, JobView, float]] = []
         faster: dict[int, list[tuple[str, float]]] = {}  # job -> (type, its rate there) where its priority > 0
+        skip_zero = self.skip_zero_priority
         for t, job, prio in queue:
-            rate = job.throughputs[index[t]]
-            if left[t] == 0 or job.job_id in taken or rate <= 0:
+            room = left[t]
+            jid = job.job_id
+            if room == 0 or jid in taken:
                 continue
-            if (self.skip_zero_priority and prio <= 0) or job.scale_factor > left[t]:
+            rate = job.throughputs[index[t]]
+            size = job.scale_factor
+            if rate <= 0 or (skip_zero and prio <= 0) or size > room:
                 continue
             if prios is not None:
-                mine = faster.get(job.job_id)
+                mine = faster.get(jid)
                 if mine is None:
-                    mine = faster[job.job_id] = [(u, job.throughputs[index[u]])
-                                                 for u, p in prios[job.job_id].items() if p > 0]
-                if any(left[u] >= job.scale_factor and r > rate for u, r in mine):
+                    mine = faster[jid] = [(u, job.throughputs[index[u]]) for u, p in prios[jid].items() if p > 0]
+                put_off = False  # while a faster type where it has a positive priority has room
+                for u, r in mine:
+                    if r > rate and left[u] >= size:
+                        put_off = True
+                        break
+                if put_off:
                     later.append((t, job, prio))
                     continue
-            left[t] -= job.scale_factor
-            taken.add(job.job_id)
+            left[t] = room - size
+            taken.add(jid)
             chosen[t].append(job)
         return later
 
