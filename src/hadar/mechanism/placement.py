@@ -27,16 +27,17 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
     kinds = _kinds(cluster)
     taken: set[int] = set()
     chosen: dict[int, list[int]] = {}
+    whole: dict[int, tuple[int, ...]] = {}  # jobs that keep all of last round's GPUs: those, sorted
     need: dict[int, dict[str, int]] = {}
     for jid, per_type in counts.items():  # pass 1: keep last round's GPUs (those still up and free)
         prev = previous.get(jid, ())
         if prev:  # the common case, a job that keeps its counts on GPUs all still up and free: keeps them all
-            kind = kinds.get(prev)
-            if kind is None:
-                kind = kinds[prev] = _kind(prev, type_of)
-            if per_type == kind and usable.issuperset(prev) and taken.isdisjoint(prev):
+            got = kinds.get(prev)
+            if got is None:
+                got = kinds[prev] = (_kind(prev, type_of), tuple(sorted(prev)))
+            if per_type == got[0] and usable.issuperset(prev) and taken.isdisjoint(prev):
                 taken.update(prev)
-                chosen[jid] = list(prev)
+                whole[jid] = got[1]
                 continue
         mine: list[int] = []
         left = {}
@@ -58,7 +59,7 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
                 if t not in free:
                     free[t] = _less(by_node[t], [g for g in taken if type_of[g] == t], node_of)
                 chosen[jid].extend(_take(free[t], k, {node_of[g] for g in chosen[jid]}, t))
-    return {jid: tuple(sorted(g)) for jid, g in chosen.items()}
+    return {jid: whole[jid] if jid in whole else tuple(sorted(chosen[jid])) for jid in counts}
 
 
 def _kind(gpus: tuple[int, ...], type_of: tuple[str, ...]) -> dict[str, int]:
@@ -70,11 +71,12 @@ def _kind(gpus: tuple[int, ...], type_of: tuple[str, ...]) -> dict[str, int]:
 
 
 #: the last cluster's GPUs per type of each GPU tuple seen (a job keeps its tuple round after round)
-_KINDS: list[tuple[Cluster, dict[tuple[int, ...], dict[str, int]]]] = []
+_KINDS: list[tuple[Cluster, dict[tuple[int, ...], tuple[dict[str, int], tuple[int, ...]]]]] = []
 
 
-def _kinds(cluster: Cluster) -> dict[tuple[int, ...], dict[str, int]]:
-    """GPU tuple -> its GPUs per type, kept for the last cluster (by identity; cleared past 100,000)."""
+def _kinds(cluster: Cluster) -> dict[tuple[int, ...], tuple[dict[str, int], tuple[int, ...]]]:
+    """GPU tuple -> its GPUs per type and the tuple sorted, kept for the last cluster (by identity;
+    cleared past 100,000)."""
     if _KINDS and _KINDS[0][0] is cluster and len(_KINDS[0][1]) <= 100_000:
         return _KINDS[0][1]
     _KINDS[:] = [(cluster, {})]
