@@ -238,36 +238,45 @@ class Engine:
         return rec.finish_s if rec.finish_s is not None else (rec.failed_s or 0.0)
 
     def _cut(self, plan: RoundPlan, source: JobSource, now: float) -> RoundPlan:
-        """The round ends at its first decisive event (see the module docstring)."""
+        """The round ends at its first decisive event (see the module docstring). Every event but the
+        round's end comes before that end, so the first one is the earliest of them, if any (the
+        ``EventQueue``'s order at equal times decides only the kind, not the time)."""
         if not self.traits.cut_rounds:
             return plan  # its one event is the round's end
         end = plan.start_s + plan.duration_s
-        queue = EventQueue()
-        queue.push(end, EventKind.ROUND_END)
+        first = end  # the earliest event before the round's end, else the end
         nxt = source.next_arrival()
         if nxt is not None and now < nxt:
             at = self._arrival_cut(plan, nxt)
             if at is not None and at < end:
-                queue.push(at, EventKind.ARRIVAL)
-        planned = {lease.job_id for lease in plan.leases}
-        waiting = any(jid not in planned for jid in self.ledger.active)
+                first = at
+        active = self.ledger.active
+        waiting = not {lease.job_id for lease in plan.leases}.issuperset(active)  # a job not planned
         # a forking policy's other jobs fork onto the GPUs a completion frees
-        waiting = waiting or (self.traits.forks and len(self.ledger.active) > 1)
+        waiting = waiting or (self.traits.forks and len(active) > 1)
+        if waiting or nxt is not None:  # else no completion is an event
+            first = min(first, self._completion(plan, end, nxt, waiting))
+        if not first < end:
+            return plan
+        self.stats.cut_rounds += 1
+        return dataclasses.replace(plan, duration_s=first - plan.start_s)
+
+    def _completion(self, plan: RoundPlan, end: float, nxt: float | None, waiting: bool) -> float:
+        """The earliest predicted lease completion that is an event (before ``end``, and a job is
+        ``waiting`` or the next arrival ``nxt`` comes before it), else ``end``."""
         copies = {lease.job_id for lease in plan.leases if lease.copy > 0}
+        estimate, start, first = self.executor.estimate_rate, plan.start_s, end
         for lease in plan.leases:
             # a job running as copies: its finish depends on all of them (and, simulated, on the
             # fork efficiency), which one lease's rate does not predict; its round runs on
-            rate = self.executor.estimate_rate(lease) if lease.job_id not in copies else None
+            rate = estimate(lease) if lease.job_id not in copies else None
             if rate is not None and rate > 0:
                 # just past the last step, after the restore a lease that is not extended pays first
-                t = plan.start_s + lease.lost_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9
-                if t < end and (waiting or (nxt is not None and nxt < t)):
-                    queue.push(t, EventKind.COMPLETION, lease.job_id)
-        first = queue.pop()
-        if first.kind == EventKind.ROUND_END:
-            return plan
-        self.stats.cut_rounds += 1
-        return dataclasses.replace(plan, duration_s=first.time_s - plan.start_s)
+                lost = lease.owed_s if lease.extended else lease.restart_s  # = lease.lost_s
+                t = start + lost + lease.max_steps / rate * (1 + 1e-9) + 1e-9
+                if t < first and (waiting or (nxt is not None and nxt < t)):
+                    first = t
+        return first
 
     def _arrival_cut(self, plan: RoundPlan, arrival_s: float) -> float | None:
         """When an arrival ends the round: at once where GPUs are idle; for a forking policy whose

@@ -229,25 +229,25 @@ class JobLedger:
     # ---- Gavel's counter reset (at every re-solve) -----------------------------
     def reset_counters(self, now_s: float, allocation: Allocation | None) -> None:
         """Fold time received since the last reset into deficits; reseed counters."""
-        elapsed = now_s - self.last_reset_s
-        seed = self.round_s / 2.0
+        elapsed, seed, n = now_s - self.last_reset_s, self.round_s / 2.0, len(self.types)
+        seeds = [seed] * n
+        # per type, allocation.fraction(jid, t) * elapsed from its row (a type or job it lacks: 0.0 * elapsed)
         cols = [allocation.gpu_types.index(t) if t in allocation.gpu_types else -1 for t in self.types] \
             if allocation is not None else []
+        none = [0.0 * elapsed] * n if allocation is not None else [0.0] * n
         for jid, rec in self.active.items():
             row = allocation.row(jid) if allocation is not None else None
+            should = none if row is None else [row[c] * elapsed if c >= 0 else none[0] for c in cols]
             owed, got = rec.deficit_s, rec.received_s
-            changed = False
-            for j in range(len(self.types)):
-                # = allocation.fraction(jid, t) * elapsed, read from the allocation's row
-                should = ((row[cols[j]] if row is not None and cols[j] >= 0 else 0.0) * elapsed
-                          if allocation is not None else 0.0)
+            changed = got != seeds  # = some got[j] != seed
+            for j in range(n):
                 old = owed[j]
-                new = owed[j] = old + (should - (got[j] - seed))
-                changed = changed or got[j] != seed or new != old or (new == 0.0 and _signbit(new) != _signbit(old))
-                got[j] = seed
+                new = owed[j] = old + (should[j] - (got[j] - seed))
+                if not changed and (new != old or (new == 0.0 and _signbit(new) != _signbit(old))):
+                    changed = True
+            got[:] = seeds
             if changed:
-                rec.view = None
-                self._views = None
+                rec.view = self._views = None
         self.last_reset_s = now_s
         self.resolves += 1
 
@@ -349,6 +349,9 @@ class JobLedger:
         for jid in [j for j in ran if j in active] + [j for j in holding if j not in ran]:
             rec = active[jid]
             got = ran.get(jid)
+            if got and got == rec.prev_gpus and not rec.restoring and jid not in restoring:
+                rec.rounds_run += 1  # kept its GPUs, owes no restore: the rest stays (it is in holding, held)
+                continue
             if not got:
                 gpus: tuple[int, ...] = ()
             elif got == rec.prev_gpus:  # kept its GPUs: already sorted (prev_gpus always is)

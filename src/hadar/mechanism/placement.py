@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from hadar.model.cluster import Cluster
+from hadar.model.frozen import builder
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, JobView, SchedulerState
 
@@ -23,11 +24,21 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
     type is oversubscribed."""
     by_node, usable = _by_node(cluster) if not busy else _free_by_node(cluster, busy)
     type_of, node_of = cluster.gpu_type_of, cluster.node_of
+    kinds = _kinds(cluster)
     taken: set[int] = set()
     chosen: dict[int, list[int]] = {}
+    whole: dict[int, tuple[int, ...]] = {}  # jobs that keep all of last round's GPUs: those, sorted
     need: dict[int, dict[str, int]] = {}
     for jid, per_type in counts.items():  # pass 1: keep last round's GPUs (those still up and free)
         prev = previous.get(jid, ())
+        if prev:  # the common case, a job that keeps its counts on GPUs all still up and free: keeps them all
+            got = kinds.get(prev)
+            if got is None:
+                got = kinds[prev] = (_kind(prev, type_of), tuple(sorted(prev)))
+            if per_type == got[0] and usable.issuperset(prev) and taken.isdisjoint(prev):
+                taken.update(prev)
+                whole[jid] = got[1]
+                continue
         mine: list[int] = []
         left = {}
         for t, k in per_type.items():
@@ -48,7 +59,28 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
                 if t not in free:
                     free[t] = _less(by_node[t], [g for g in taken if type_of[g] == t], node_of)
                 chosen[jid].extend(_take(free[t], k, {node_of[g] for g in chosen[jid]}, t))
-    return {jid: tuple(sorted(g)) for jid, g in chosen.items()}
+    return {jid: whole[jid] if jid in whole else tuple(sorted(chosen[jid])) for jid in counts}
+
+
+def _kind(gpus: tuple[int, ...], type_of: tuple[str, ...]) -> dict[str, int]:
+    """GPUs per type of ``gpus``."""
+    out: dict[str, int] = {}
+    for g in gpus:
+        out[type_of[g]] = out.get(type_of[g], 0) + 1
+    return out
+
+
+#: the last cluster's GPUs per type of each GPU tuple seen (a job keeps its tuple round after round)
+_KINDS: list[tuple[Cluster, dict[tuple[int, ...], tuple[dict[str, int], tuple[int, ...]]]]] = []
+
+
+def _kinds(cluster: Cluster) -> dict[tuple[int, ...], tuple[dict[str, int], tuple[int, ...]]]:
+    """GPU tuple -> its GPUs per type and the tuple sorted, kept for the last cluster (by identity;
+    cleared past 100,000)."""
+    if _KINDS and _KINDS[0][0] is cluster and len(_KINDS[0][1]) <= 100_000:
+        return _KINDS[0][1]
+    _KINDS[:] = [(cluster, {})]
+    return _KINDS[0][1]
 
 
 #: the last cluster's up GPUs: type -> node -> ids (nodes in the order of ``gpus_by_type``), and all of them
@@ -142,14 +174,19 @@ class PlacementPlanner:
         ids = assign_gpus(state.cluster, want, prev)
         guest = _guests(allocation, want, live)
         leases: list[Lease] = []
+        add = leases.append
         for job in state.jobs:
             gpus = ids.get(job.job_id)
             if not gpus:
                 continue
-            g = live[guest[job.job_id]] if job.job_id in guest else None
-            leases.append(_lease(job, gpus, g))
-            if g is not None:
-                leases.append(_lease(g, gpus, job))
+            if guest and job.job_id in guest:
+                g = live[guest[job.job_id]]
+                add(_lease(job, gpus, g))
+                add(_lease(g, gpus, job))
+            else:  # _lease(job, gpus, None), inline (every running job, every round)
+                add(_build(job.job_id, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0,
+                           gpus == job.previous_gpus, -1, "", job.restart_s,
+                           job.owed_s(gpus) if job.restoring else 0.0))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
 
 
@@ -165,9 +202,10 @@ def _guests(allocation: Allocation | None, want: Mapping[int, object], live: Map
     return out
 
 
+_build = builder(Lease)  # positional, in Lease's field order
+
+
 def _lease(job: JobView, gpus: tuple[int, ...], partner: JobView | None) -> Lease:
-    return Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor, gpus=gpus,
-                 max_steps=job.remaining_steps, extended=gpus == job.previous_gpus,
-                 partner_id=-1 if partner is None else partner.job_id,
-                 partner_type="" if partner is None else partner.job_type,
-                 restart_s=job.restart_s, owed_s=job.owed_s(gpus))
+    return _build(job.job_id, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0, gpus == job.previous_gpus,
+                  -1 if partner is None else partner.job_id, "" if partner is None else partner.job_type,
+                  job.restart_s, job.owed_s(gpus))

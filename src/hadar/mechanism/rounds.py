@@ -92,31 +92,49 @@ class GavelRoundPlanner:
         if not self.spare_last:
             return self._scan(state, allocation, types)
         index = {t: i for i, t in enumerate(state.gpu_types)}
-        queue: list[tuple[str, JobView, float]] = []
+        queue: list[tuple[str, JobView, float]] = []  # the positive priorities, per type in the scan's order
         alloc_index = {t: i for i, t in enumerate(allocation.gpu_types)} if allocation is not None else {}
         rows = [allocation.row(job.job_id) if allocation is not None else None for job in state.jobs]
         floors = [self.DUST * max(row, default=0.0) if (self.spare_last and row is not None) else 0.0
                   for row in rows]
         prios: dict[int, dict[str, float]] = {job.job_id: {} for job in state.jobs}  # job -> type -> priority
+        cands = [(job, job.job_id, job.throughputs, job.received_s, job.deficit_s, row, floor, prios[job.job_id])
+                 for job, row, floor in zip(state.jobs, rows, floors, strict=True)]
         for t in types:
             j = index[t]
             a = alloc_index.get(t)
             entries = []
-            for job, row, floor in zip(state.jobs, rows, floors, strict=True):
+            for job, jid, rates, received, deficit, row, floor, mine in cands:
                 x = row[a] if (row is not None and a is not None) else 0.0
-                prio = x / job.received_s[j] if (x > floor and job.throughputs[j] > 0) else 0.0
-                entries.append((-prio, -job.deficit_s[j], -x, job.job_id, job))
-                prios[job.job_id][t] = prio
+                prio = mine[t] = x / received[j] if (x > floor and rates[j] > 0) else 0.0
+                if prio > 0:
+                    entries.append((-prio, -deficit[j], -x, jid, job))
             entries.sort()  # exact ties: lowest id first (ids are unique: views are never compared)
             queue += [(t, e[4], -e[0]) for e in entries]
         left = {t: state.cluster.count(t) for t in types}
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
         aware = not self.shuffle_types  # a type-agnostic policy's jobs do not seek their fast types
-        deferred = self._serve([e for e in queue if e[2] > 0], left, chosen, index, prios if aware else None)
-        spare = deferred + [e for e in queue if e[2] <= 0]
-        key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware)
-        self._serve(sorted(spare, key=key), left, chosen, index)
+        deferred = self._serve(queue, left, chosen, index, prios if aware else None)
+        if any(left.values()):  # spare GPUs: the put-off entries, then the others (priority 0, or NaN: none)
+            self._spare(state, types, prios, deferred, left, chosen, index, aware)
         return chosen
+
+    def _spare(self, state: SchedulerState, types: Sequence[str], prios: dict[int, dict[str, float]],
+               deferred: list[tuple[str, JobView, float]], left: dict[str, int], chosen: dict[str, list[JobView]],
+               index: dict[str, int], aware: bool) -> None:
+        """The second pass (``_choose``): the put-off entries and those of priority at most 0, in
+        ``_spare_key``'s order. Entries it would pass over whatever comes first (a type with no GPU left,
+        a job chosen already: left and chosen only shrink and grow; priority 0 under
+        ``skip_zero_priority``) are left out before the sort; its keys are unique (type, job), so the
+        order they come in does not matter."""
+        taken = {job.job_id for jobs in chosen.values() for job in jobs}
+        spare = [e for e in deferred if left[e[0]] and e[1].job_id not in taken]
+        if not self.skip_zero_priority:
+            spare += [(t, job, p) for t in types if left[t] for job in state.jobs
+                      if job.job_id not in taken and (p := prios[job.job_id][t]) <= 0]
+        if spare:
+            key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware)
+            self._serve(sorted(spare, key=key), left, chosen, index)
 
     def _scan(self, state: SchedulerState, allocation: Allocation | None,
               types: Sequence[str]) -> dict[str, list[JobView]]:
@@ -169,18 +187,31 @@ class GavelRoundPlanner:
         the job has a positive priority on a type where it runs faster and that has room for it."""
         taken = {job.job_id for jobs in chosen.values() for job in jobs}
         later: list[tuple[str, JobView, float]] = []
+        faster: dict[int, list[tuple[str, float]]] = {}  # job -> (type, its rate there) where its priority > 0
+        skip_zero = self.skip_zero_priority
         for t, job, prio in queue:
+            room = left[t]
+            jid = job.job_id
+            if room == 0 or jid in taken:
+                continue
             rate = job.throughputs[index[t]]
-            if left[t] == 0 or job.job_id in taken or rate <= 0:
+            size = job.scale_factor
+            if rate <= 0 or (skip_zero and prio <= 0) or size > room:
                 continue
-            if (self.skip_zero_priority and prio <= 0) or job.scale_factor > left[t]:
-                continue
-            if prios is not None and any(p > 0 and left[u] >= job.scale_factor and job.throughputs[index[u]] > rate
-                                         for u, p in prios[job.job_id].items()):
-                later.append((t, job, prio))
-                continue
-            left[t] -= job.scale_factor
-            taken.add(job.job_id)
+            if prios is not None:
+                mine = faster.get(jid)
+                if mine is None:
+                    mine = faster[jid] = [(u, job.throughputs[index[u]]) for u, p in prios[jid].items() if p > 0]
+                put_off = False  # while a faster type where it has a positive priority has room
+                for u, r in mine:
+                    if r > rate and left[u] >= size:
+                        put_off = True
+                        break
+                if put_off:
+                    later.append((t, job, prio))
+                    continue
+            left[t] = room - size
+            taken.add(jid)
             chosen[t].append(job)
         return later
 

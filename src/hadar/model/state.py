@@ -69,7 +69,7 @@ class SchedulerState:
 
     @property
     def job_ids(self) -> tuple[int, ...]:
-        return tuple(j.job_id for j in self.jobs)
+        return tuple([j.job_id for j in self.jobs])
 
     def throughput_matrix(self) -> FloatArray:
         """m x n matrix of whole-job steps/s (jobs in state order, types in ``gpu_types`` order)."""
@@ -124,8 +124,7 @@ class Allocation:
         if not self.scale_factors:
             object.__setattr__(self, "scale_factors", (1,) * len(self.job_ids))
         if self.counts is not None:
-            object.__setattr__(self, "counts", MappingProxyType(
-                {jid: MappingProxyType({t: int(k) for t, k in c.items() if k > 0}) for jid, c in self.counts.items()}))
+            object.__setattr__(self, "counts", _frozen_counts(self.counts))
         if self.copies is not None:
             object.__setattr__(self, "copies", MappingProxyType(
                 {jid: tuple((int(n), int(k)) for n, k in c) for jid, c in self.copies.items() if c}))
@@ -172,6 +171,19 @@ class Allocation:
             job_ids=state.job_ids,
             gpu_types=state.gpu_types,
             fractions=fractions,
-            scale_factors=tuple(j.scale_factor for j in state.jobs),
+            scale_factors=tuple([j.scale_factor for j in state.jobs]),
             **kw,
         )
+
+
+def _frozen_counts(counts: Mapping[int, Mapping[str, int]]) -> Mapping[int, Mapping[str, int]]:
+    """``Allocation.counts`` as stored: read-only, each count an int, zero counts left out (plain loops:
+    built for every job at every re-solve)."""
+    out: dict[int, Mapping[str, int]] = {}
+    for jid, c in counts.items():
+        kept: dict[str, int] = {}
+        for t, k in c.items():
+            if k > 0:
+                kept[t] = k if type(k) is int else int(k)
+        out[jid] = MappingProxyType(kept)
+    return MappingProxyType(out)

@@ -48,8 +48,10 @@ class SimulatedExecutor:
         self._cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
 
     def estimate_rate(self, lease: Lease) -> float:
-        """The simulated rate is exact: the lease makes exactly this many steps/s."""
-        return self.rate(lease)
+        """The simulated rate is exact: the lease makes exactly this many steps/s (``rate``'s cache read
+        inline: the engine asks for every lease of every round it may cut)."""
+        rate = self._cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
+        return self.rate(lease) if rate is None else rate
 
     def cluster_view(self) -> None:
         """A simulated cluster never changes."""
@@ -84,8 +86,8 @@ class SimulatedExecutor:
 
     def run_round(self, plan: RoundPlan) -> RoundReport:
         charge = self.charge_restarts
-        if not charge and len({lease.job_id for lease in plan.leases}) == len(plan.leases):
-            return self._run_alone(plan)
+        if len({lease.job_id for lease in plan.leases}) == len(plan.leases):
+            return self._run_alone(plan, charge)
         by_job: dict[int, list[Lease]] = {}
         for lease in plan.leases:
             by_job.setdefault(lease.job_id, []).append(lease)
@@ -106,12 +108,13 @@ class SimulatedExecutor:
         end = max((r.end_s for r in results), default=plan.start_s)
         return RoundReport(plan.start_s, end, tuple(results))
 
-    def _run_alone(self, plan: RoundPlan) -> RoundReport:
-        """``run_round`` where each job has one lease and no restore is charged: ``_run_one`` with no
-        time lost, lease by lease in the plan's order."""
+    def _run_alone(self, plan: RoundPlan, charge: bool) -> RoundReport:
+        """``run_round`` where each job has one lease: ``_run_one`` lease by lease in the plan's order, a
+        lease's restore (``lost_s``, when ``charge``) and what the round leaves of it inline."""
         cache, start_s, duration_s = self._cache, plan.start_s, plan.duration_s
-        run_s = max(0.0, duration_s)
-        start = start_s + min(0.0, duration_s)
+        run0 = max(0.0, duration_s)  # a lease that loses no time: _run_one's figures with lost_s = 0
+        start0 = start_s + min(0.0, duration_s)
+        left0 = 0.0 - duration_s if charge and duration_s < 0.0 else 0.0
         results: list[LeaseResult] = []
         add, floor, build = results.append, math.floor, _result
         end = None  # the latest end (the first of equal ones, as max() picks)
@@ -119,15 +122,21 @@ class SimulatedExecutor:
             rate = cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
             if rate is None:
                 rate = self.rate(lease)
+            lost = (lease.owed_s if lease.extended else lease.restart_s) if charge else 0.0  # = lease.lost_s
+            if lost == 0.0:
+                run_s, start, left = run0, start0, left0
+            else:
+                run_s, start = max(0.0, duration_s - lost), start_s + min(lost, duration_s)
+                left = lost - duration_s if lost > duration_s else 0.0
             if rate <= 0:
                 done = start_s
-                add(build(lease.job_id, lease.copy, lease.gpus, 0.0, done, False, {}, "", False, 0.0))
+                add(build(lease.job_id, lease.copy, lease.gpus, 0.0, done, False, {}, "", False, left))
             else:
                 steps = min(floor(rate * run_s), lease.max_steps)
                 if steps <= 0:
                     steps = min(rate * run_s, lease.max_steps)
                 done = start + steps / rate
-                add(build(lease.job_id, lease.copy, lease.gpus, float(steps), done, False, {}, "", False, 0.0))
+                add(build(lease.job_id, lease.copy, lease.gpus, float(steps), done, False, {}, "", False, left))
             if end is None or done > end:
                 end = done
         return RoundReport(start_s, start_s if end is None else end, tuple(results))

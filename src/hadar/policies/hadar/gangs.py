@@ -53,13 +53,15 @@ def fill(book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray, cou
             counts[i] = offer.counts
     # upgrade pass, in priority order, on plain lists (the book's free counts only where an offer reads them);
     # a sync job with no type worth more than its placement cannot gain (_may_gain) and keeps it
-    n = x.shape[1]
+    n, sync = x.shape[1], rate_model == "sync"
     free, rates, values, sizes = flat.free.tolist(), x.ravel().tolist(), value.ravel().tolist(), scale.tolist()
     top = np.where(x > 0, value, -np.inf).max(axis=1, initial=-np.inf).tolist()
     for i in list(counts):
         if left == 0:
             return
         mine = counts[i]
+        if sync and len(mine) == 1 and top[i] <= values[i * n + next(iter(mine))] * (1 + 1e-9):
+            continue  # the common case below, value_of's answer read directly: no type is worth more
         rate, val = rates[i * n:(i + 1) * n], values[i * n:(i + 1) * n]
         w = int(sizes[i])
         cur = value_of(mine, rate, val, w, rate_model)
@@ -93,13 +95,18 @@ def previous_counts(state: SchedulerState) -> Counts:
     state's answer is kept and handed out again for the same state (a round asks several times)."""
     if _PREVIOUS and _PREVIOUS[0][0] is state:
         return _PREVIOUS[0][1]
+    jobs = state.jobs
+    held, sizes = [j.previous_gpus for j in jobs], [j.scale_factor for j in jobs]
+    last = _PREVIOUS[0] if _PREVIOUS and _PREVIOUS[0][0].cluster is state.cluster else None
+    if last is not None and last[3] == held and last[4] == sizes:  # no job moved, came or went: the same answer
+        _PREVIOUS[:] = [(state, last[1], last[2], held, sizes)]
+        return last[1]
     type_of = _type_indices(state.cluster)
-    seen = _PREVIOUS[0][2] if _PREVIOUS and _PREVIOUS[0][0].cluster is state.cluster else {}
+    seen = last[2] if last is not None else {}
     out: Counts = {}
     kept: dict[tuple[int, ...], dict[int, int]] = {}  # this round's GPU tuples' counts (for the next round)
-    for i, j in enumerate(state.jobs):
-        gpus = j.previous_gpus
-        if len(gpus) == j.scale_factor:
+    for i, (gpus, size) in enumerate(zip(held, sizes, strict=True)):
+        if len(gpus) == size:
             c = seen.get(gpus)
             if c is None:
                 c = {}
@@ -107,12 +114,14 @@ def previous_counts(state: SchedulerState) -> Counts:
                     r = type_of[g]
                     c[r] = c.get(r, 0) + 1
             out[i] = kept[gpus] = c
-    _PREVIOUS[:] = [(state, out, kept)]
+    _PREVIOUS[:] = [(state, out, kept, held, sizes)]
     return out
 
 
-#: the last state's previous_counts (by identity), and its counts per GPU tuple (a job keeps its tuple)
-_PREVIOUS: list[tuple[SchedulerState, Counts, dict[tuple[int, ...], dict[int, int]]]] = []
+#: the last state's previous_counts (by identity), its counts per GPU tuple (a job keeps its tuple), and its
+#: jobs' previous GPUs and gang sizes (a state that has the same ones has the same answer)
+_PREVIOUS: list[tuple[SchedulerState, Counts, dict[tuple[int, ...], dict[int, int]], list[tuple[int, ...]],
+                      list[int]]] = []
 _TYPE_INDICES: list[tuple[Cluster, tuple[int, ...]]] = []  # the last cluster's GPU id -> type index
 
 
@@ -144,8 +153,9 @@ def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: In
     waiting: list[int] = []
     critical = (price > 1e-9 * max(float(price.max()), 1e-300)) & (share >= 0.5)
     first = np.zeros(len(share), dtype=int) if first is None else first
-    rounded = np.array([round(v, 6) for v in share.tolist()], dtype=float)
     shares, firsts, sizes = share.tolist(), first.tolist(), scale.tolist()
+    # each share to 6 digits (0 and 1, the most common, are their own rounding)
+    rounded = np.array([v if v == 0.0 or v == 1.0 else round(v, 6) for v in shares], dtype=float)
     rows = plan.tolist()
     by_share = np.argsort(-plan, axis=1).tolist()  # each row as np.argsort(-plan[i]) sorts it
     avail = book.free.tolist()  # the book's free counts, kept here (the book's own only where an offer reads them)
@@ -157,7 +167,14 @@ def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: In
             waiting.append(i)
             continue
         w = int(sizes[i])
-        got = _on_plan(avail, w, rows[i], by_share[i], prev.get(i)) if s >= 0.5 else None
+        mine = prev.get(i)
+        if s >= 0.5 and mine is not None and len(mine) == 1:  # _on_plan's first answer, inline: it stays put
+            kept = next(iter(mine))
+            if rows[i][kept] >= 0.5 and avail[kept] >= w:
+                avail[kept] -= w
+                counts[i] = {kept: w}
+                continue
+        got = _on_plan(avail, w, rows[i], by_share[i], mine) if s >= 0.5 else None
         if got is None:
             book.free[:] = avail
             got = _offered(book, x[i], value[i], w, plan[i], s, rate_model)
@@ -169,7 +186,7 @@ def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: In
             counts[i] = got
     book.free[:] = avail
     if sum(avail) > 0:
-        waiting.sort(key=lambda i: rank[i])
+        waiting.sort(key=rank.tolist().__getitem__)
         fill(book, x, value, scale, counts, waiting, rate_model)
     return counts
 

@@ -91,6 +91,8 @@ def _cheapest(book: PriceBook, allowed: list[int], w: int, free: IntArray | None
     if sum(int(avail[r]) for r in allowed) < w:
         return None
     order = allowed if prefer is None else sorted(allowed, key=lambda r: -prefer[r])
+    if free is None and book._ratio == 1.0 and book._low < float("inf"):
+        return _flat(book._low, [int(avail[r]) for r in order], order, w)
     heads: list[list[float]] = []
     for r in order:
         a = min(int(avail[r]), w)
@@ -110,6 +112,25 @@ def _cheapest(book: PriceBook, allowed: list[int], w: int, free: IntArray | None
             pos[best_j] += 1
         counts[best_r] = counts.get(best_r, 0) + 1
         cost += best_p
+    return counts, cost
+
+
+def _flat(price: float, avail: list[int], order: list[int], w: int) -> tuple[dict[int, int], float]:
+    """``_cheapest`` on a flat book (every GPU at ``price``; ``avail`` per type of ``order``, which has
+    ``w`` in all): the merge hands each GPU to the first type in order with one left, its cost added
+    GPU by GPU as the merge adds it."""
+    counts: dict[int, int] = {}
+    need = w
+    for r, a in zip(order, avail, strict=True):
+        k = min(a, need)
+        if k > 0:
+            counts[r] = k
+            need -= k
+            if need == 0:
+                break
+    cost = 0.0
+    for _ in range(w):
+        cost += price
     return counts, cost
 
 
