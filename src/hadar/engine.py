@@ -10,8 +10,7 @@
 What the loop reads of a policy is its ``traits`` (``PolicyTraits``); when
 to re-solve is the injected ``Cadence``; jobs come from a ``JobSource``.
 
-Events. Each round is planned against a small event queue ordered by
-(time, kind, sequence): the round's end, and for a policy whose traits say
+Events. Each round ends at the earliest of a few events: the round's end, and for a policy whose traits say
 ``cut_rounds``, the next arrival (when the round leaves GPUs idle; for a
 forking policy whose jobs run as copies, also on a full cluster, once the
 round has run the traits' ``yield_after_s``) and each lease's predicted
@@ -26,11 +25,9 @@ GPUs, next round. The same code cuts rounds in the simulator and on Ray.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any, Protocol
 
 from hadar.clock import Clock, elapsed_s
@@ -65,40 +62,6 @@ class Executor(Protocol):
     def cluster_view(self) -> Cluster | None:
         """The cluster as the executor sees it now (nodes down, joined), or None: unchanged."""
         ...
-
-
-class EventKind(IntEnum):
-    """Kinds in their tie-breaking order at equal times."""
-
-    ARRIVAL = 0
-    COMPLETION = 1
-    ROUND_END = 2
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Event:
-    time_s: float
-    kind: EventKind
-    seq: int
-    job_id: int = field(default=-1, compare=False)
-
-
-class EventQueue:
-    """A min-heap of events ordered by (time, kind, sequence): ties are broken by an explicit rule."""
-
-    def __init__(self) -> None:
-        self._heap: list[Event] = []
-        self._seq = 0
-
-    def push(self, time_s: float, kind: EventKind, job_id: int = -1) -> None:
-        heapq.heappush(self._heap, Event(time_s, kind, self._seq, job_id))
-        self._seq += 1
-
-    def pop(self) -> Event:
-        return heapq.heappop(self._heap)
-
-    def __len__(self) -> int:
-        return len(self._heap)
 
 
 @dataclass(slots=True)
@@ -239,8 +202,8 @@ class Engine:
 
     def _cut(self, plan: RoundPlan, source: JobSource, now: float) -> RoundPlan:
         """The round ends at its first decisive event (see the module docstring). Every event but the
-        round's end comes before that end, so the first one is the earliest of them, if any (the
-        ``EventQueue``'s order at equal times decides only the kind, not the time)."""
+        round's end comes before that end, so the first one is the earliest of them, if any (which of
+        several at one time does not matter: only when the round ends does)."""
         if not self.traits.cut_rounds:
             return plan  # its one event is the round's end
         end = plan.start_s + plan.duration_s
