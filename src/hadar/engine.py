@@ -235,8 +235,7 @@ class Engine:
             rate = estimate(lease) if lease.job_id not in copies else None
             if rate is not None and rate > 0:
                 # just past the last step, after the restore a lease that is not extended pays first
-                lost = lease.owed_s if lease.extended else lease.restart_s  # = lease.lost_s
-                t = start + lost + lease.max_steps / rate * (1 + 1e-9) + 1e-9
+                t = start + lease.lost_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9
                 if t < first and (waiting or (nxt is not None and nxt < t)):
                     first = t
         return first

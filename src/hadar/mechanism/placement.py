@@ -183,10 +183,8 @@ class PlacementPlanner:
                 g = live[guest[job.job_id]]
                 add(_lease(job, gpus, g))
                 add(_lease(g, gpus, job))
-            else:  # _lease(job, gpus, None), inline (every running job, every round)
-                add(_build(job.job_id, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0,
-                           gpus == job.previous_gpus, -1, "", job.restart_s,
-                           job.owed_s(gpus) if job.restoring else 0.0))
+            else:
+                add(_lease(job, gpus, None))
         return RoundPlan(start_s=state.now_s, duration_s=state.round_s, leases=tuple(leases))
 
 

@@ -122,7 +122,7 @@ class SimulatedExecutor:
             rate = cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
             if rate is None:
                 rate = self.rate(lease)
-            lost = (lease.owed_s if lease.extended else lease.restart_s) if charge else 0.0  # = lease.lost_s
+            lost = lease.lost_s if charge else 0.0
             if lost == 0.0:
                 run_s, start, left = run0, start0, left0
             else:

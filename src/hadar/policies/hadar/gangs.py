@@ -167,14 +167,7 @@ def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: In
             waiting.append(i)
             continue
         w = int(sizes[i])
-        mine = prev.get(i)
-        if s >= 0.5 and mine is not None and len(mine) == 1:  # _on_plan's first answer, inline: it stays put
-            kept = next(iter(mine))
-            if rows[i][kept] >= 0.5 and avail[kept] >= w:
-                avail[kept] -= w
-                counts[i] = {kept: w}
-                continue
-        got = _on_plan(avail, w, rows[i], by_share[i], mine) if s >= 0.5 else None
+        got = _on_plan(avail, w, rows[i], by_share[i], prev.get(i)) if s >= 0.5 else None
         if got is None:
             book.free[:] = avail
             got = _offered(book, x[i], value[i], w, plan[i], s, rate_model)
