@@ -20,6 +20,7 @@ from hadar.mechanism.ledger import JobLedger
 from hadar.mechanism.placement import PlacementPlanner
 from hadar.mechanism.rounds import GavelRoundPlanner
 from hadar.model.cluster import Cluster
+from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy, PolicyTraits
 from hadar.policies.profiles import PolicySpec, resolve
@@ -62,13 +63,16 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
     return RunPolicy(spec.label, spec.build(**defaults))
 
 
-def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = True) -> RoundPlanner:
+def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = True,
+                 fork_efficiency: ForkEfficiency = IDEAL) -> RoundPlanner:
     """The planner a policy's traits name (planners read the cluster from each snapshot). Outside
-    ``gavel_compat`` Gavel's rounds hand spare GPUs out only after every positive priority is served."""
+    ``gavel_compat`` Gavel's rounds hand spare GPUs out only after every positive priority is served.
+    ``fork_efficiency``: what the run credits forked copies (the forking planner runs copies as one
+    gang where that gains)."""
     if traits.planner == "placement":
         return PlacementPlanner()
     if traits.planner == "forking":
-        return ForkingPlanner()
+        return ForkingPlanner(fork_efficiency)
     return GavelRoundPlanner(shuffle_types=not traits.type_aware, skip_zero_priority=traits.skip_zero_priority,
                              seed=seed, spare_last=not gavel_compat)
 
@@ -88,12 +92,15 @@ def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Exe
          round_s: float, seed: int = 0, gavel_compat: bool = False, track_copies: bool = False,
          on_event: Callable[[dict[str, Any]], None] | None = None,
          on_progress: Callable[[int], None] | None = None,
-         make_ledger: Callable[..., JobLedger] = JobLedger) -> tuple[Engine, JobLedger]:
+         make_ledger: Callable[..., JobLedger] = JobLedger,
+         fork_efficiency: ForkEfficiency = IDEAL) -> tuple[Engine, JobLedger]:
     """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking);
-    ``make_ledger`` builds the ledger (the service's records every change in its store)."""
+    ``make_ledger`` builds the ledger (the service's records every change in its store);
+    ``fork_efficiency``: what the executor credits forked copies (the forking planner's gangs)."""
     traits = policy.traits
     ledger = make_ledger(run_cluster(cluster, table, gavel_compat), table, round_s,
                          track_copies=track_copies or traits.forks)
-    engine = Engine(policy, make_planner(traits, seed, gavel_compat=gavel_compat), executor, clock, ledger,
+    planner = make_planner(traits, seed, gavel_compat=gavel_compat, fork_efficiency=fork_efficiency)
+    engine = Engine(policy, planner, executor, clock, ledger,
                     cadence=make_cadence(gavel_compat), on_event=on_event, on_progress=on_progress)
     return engine, ledger

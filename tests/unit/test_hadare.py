@@ -30,6 +30,9 @@ from tests.helpers import job, leased
 
 DATA = Path(__file__).parents[2] / "src" / "hadar" / "data"
 R50 = "ResNet-50 (batch size 64)"
+#: a W = 2 type whose 2-GPU rate is below twice its 1-GPU rate on every type, so its copies never gain as one
+#: gang across nodes (R50's do on P100 and K80: Gavel's table, fork_credit.py)
+SPLITS = "ResNet-50 (batch size 32)"
 TOY = ThroughputTable({("a", 1): {"fast": 2.0, "slow": 1.0}, ("a", 2): {"fast": 4.0, "slow": 2.0},
                        ("b", 1): {"fast": 1.0, "slow": 1.0}, ("c", 1): {"fast": 1.0}, ("c", 2): {"fast": 3.0}})
 
@@ -103,7 +106,7 @@ def test_priced_pass_leaves_poor_offers_to_the_fill_pass() -> None:
 def test_planner_splits_a_placement_into_per_node_copies(table) -> None:
     cluster = five_nodes(4)
     ledger = JobLedger(cluster, table, 360.0)
-    ledger.add(job(0, R50, sf=2))
+    ledger.add(job(0, SPLITS, sf=2))
     state = ledger.snapshot(0.0)
     gpus = (0, 1, 5, 8, 13, 16)
     copies = {0: tuple((cluster.node_of[g[0]], len(g)) for g in split_by_node(cluster, gpus))}
@@ -124,7 +127,7 @@ def test_planner_splits_a_placement_into_per_node_copies(table) -> None:
 @pytest.mark.parametrize("gpus", [1, 4])
 def test_single_job_on_an_idle_five_node_cluster_runs_as_five_copies(table, gpus: int) -> None:
     cluster = five_nodes(gpus)
-    res = simulate([job(0, R50, sf=2, steps=200_000)], cluster, table, "hadare", record_events=True)
+    res = simulate([job(0, SPLITS, sf=2, steps=200_000)], cluster, table, "hadare", record_events=True)
     for leases in leases_by_round(res.events):
         assert sorted(c for _, c, _, _ in leases) == [0, 1, 2, 3, 4]
         assert sorted(cluster.node_of[g[0]] for _, _, g, _ in leases) == [0, 1, 2, 3, 4]
@@ -155,10 +158,10 @@ def test_progress_is_the_sum_of_copies_and_finish_is_exact(table) -> None:
     ledger = JobLedger(cluster, table, 360.0)
     executor = SimulatedExecutor(cluster, table)
     engine, ledger = wire(policy, cluster, table, executor, VirtualClock(), round_s=360.0)
-    engine.run(Workload([job(0, R50, sf=2, steps=steps)]))
+    engine.run(Workload([job(0, SPLITS, sf=2, steps=steps)]))
     rec = ledger.records[0]
     assert sum(c.steps for c in rec.copies) == pytest.approx(steps)
-    rates = [table.get(R50, 1, cluster.gpu_type_of[g]) for g in range(cluster.num_gpus)]
+    rates = [table.get(SPLITS, 1, cluster.gpu_type_of[g]) for g in range(cluster.num_gpus)]
     full = sum(math.floor(r * 360.0) for r in rates)
     round_len = max(math.floor(r * 360.0) / r for r in rates)  # a round ends when its last copy does
     rounds = math.floor(steps / full)
@@ -239,3 +242,21 @@ def test_completions_hand_freed_gpus_to_the_other_jobs_copies(table) -> None:
     assert nxt and nxt[0]["t"] == pytest.approx(finish[1], abs=1e-6)
     assert len({g for _, _, gs, _ in nxt[0]["leases"] for g in gs}) == 5
 
+
+
+def test_the_pace_guard_never_pushes_a_job_onto_slower_gpus(table) -> None:
+    """Philly 6c71a0 from 2017-10-10 16:40, reduced: a 7-minute CycleGAN runs, then a 1.6-hour A3C
+    arrives; both are within a round of the forking horizon, so the pace guard gives each copies, the
+    A3C (more critical) first. Placed first, its copies took every V100 and P100 and left the CycleGAN
+    two K80s: 1771 s instead of 317 s when forking is credited as calibrated. Where the guard's
+    copies leave a job slower than Hadar's placement alone would, that placement comes first."""
+    from hadar.model.fork_efficiency import ForkEfficiency
+
+    cluster = parse_cluster("8:16:24")
+    jobs = [job(0, "CycleGAN", 1, 1792.57, 0.0), job(1, "A3C", 1, 41102.8, 58.0)]
+    res = simulate(jobs, cluster, table, "hadare", record_events=True,
+                   fork_efficiency=ForkEfficiency.load("calibrated"))
+    cyclegan = next(r for r in res.rows if r.job_id == 0)
+    for e in (e for e in res.events if e["event"] == "round" and 58.0 <= e["t"] < cyclegan.finish_s):
+        assert "v100" in {cluster.gpu_type_of[g] for jid, _, gpus, _ in e["leases"] if jid == 0 for g in gpus}
+    assert cyclegan.jct_s < 400.0

@@ -19,7 +19,10 @@ what is left to jobs that finish this round anyway, so they finish sooner.
 
 ``ForkingPlanner`` turns an allocation's copies (job id -> (node, GPU
 count) per copy) into leases on GPU ids: one per copy, copy ids 0..k-1 in
-node order.
+node order, except where the run's fork efficiency says otherwise
+(``fork_credit``): copies that gain by it run as one synchronous gang of W
+GPUs across their nodes (a gang wider than a node is not a fork), and a
+copy that would slow its job down does not run.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from typing import Protocol
 import numpy as np
 
 from hadar.arrays import FloatArray, IntArray
+from hadar.mechanism.fork_credit import credited_copies
 from hadar.model.cluster import Cluster
+from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, SchedulerState
 
@@ -186,8 +191,14 @@ class ForkingPlanner:
     GPU ids on a node: first those the job held there last round (so a copy that keeps its node
     and size keeps exactly its GPUs), then the lowest free ones. Copy ids follow node order (copy
     0 on the lowest node index); a lease is ``extended`` when the job held exactly these GPUs as
-    one copy last round. Jobs that finished since the allocation was made are skipped.
+    one copy last round. Jobs that finished since the allocation was made are skipped. Under
+    ``efficiency`` (what the run credits forked copies), copies that gain by it run as one
+    synchronous gang across their nodes and copies that cost their job progress are dropped
+    (``fork_credit.credited_copies``).
     """
+
+    def __init__(self, efficiency: ForkEfficiency = IDEAL) -> None:
+        self.efficiency = efficiency
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         copies = allocation.copies if allocation is not None and allocation.copies is not None else {}
@@ -195,7 +206,11 @@ class ForkingPlanner:
         gpus = self.gpu_ids(state, copies)
         leases: list[Lease] = []
         for job in state.jobs:
-            for c, group in enumerate(gpus.get(job.job_id, [])):
+            groups = gpus.get(job.job_id, [])
+            if len(groups) > 1:
+                groups = credited_copies(state.cluster, state.table, self.efficiency, job.job_type, job.scale_factor,
+                                    groups)
+            for c, group in enumerate(groups):
                 leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
                                     gpus=group, max_steps=job.remaining_steps, copy=c,
                                     extended=(job.job_id, group) in before, restart_s=job.restart_s,

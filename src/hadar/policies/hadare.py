@@ -22,9 +22,10 @@ A round, in order:
    duals) is 1 where type r is in the TTD-optimal plan for job i and lower
    by how much of a GPU-second i would waste on r. The GPUs a job gets run
    as one copy per node (copies never synchronize across nodes or types).
-   A waiting job never waits for a copy: where steps 1-2 leave a job
-   without GPUs that Hadar's placement of every job would start, the round
-   places every job first and the pace guard's copies take the GPUs left.
+   No job runs slower for another's copy: where steps 1-2 leave a job
+   slower than Hadar's placement of every job would run it (a waiting job
+   included), the round places every job first and the pace guard's copies
+   take the GPUs left.
 3. **Forking** (``mechanism/forking.py``): every node with GPUs still free
    is offered to job copies by the same primal-dual rule with the same
    prices: at most one copy of a job per node, 1..W GPUs each, worth the
@@ -131,24 +132,35 @@ class HadarEPolicy:
     def _own_gpus(self, state: SchedulerState, horizon: float, rel: FloatArray, weight: FloatArray | None,
                   warm: Warms | None = None) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
         """Each job's GPUs before forking (with Hadar's x, scale factors and utility values): the pace
-        guard's copies first, then Hadar's placement on the GPUs left; where that leaves a job without
-        GPUs that Hadar's placement alone would start, Hadar's placement first and the guard's copies
-        on the GPUs it leaves (a waiting job never waits for a copy)."""
+        guard's copies first, then Hadar's placement on the GPUs left; where that leaves a job slower
+        than Hadar's placement alone would run it (``_slowed``; a waiting job too), Hadar's placement
+        first and the guard's copies on the GPUs it leaves (no job runs slower for another's copy)."""
         guard = self.fork and self.fork_guard is not None
         reserved = self._spread_critical(state, horizon, rel, {j.job_id: [] for j in state.jobs}) if guard else {}
-        waiting: list[int] = []
         if reserved:
             first = self._placement(state, weight, reserved, warm)
-            waiting = [jid for jid, gs in first[3].items() if not gs]
-            if not waiting:
-                return first
         alone = self._placement(state, weight, warm=warm)
         if reserved:
-            if not any(alone[3][jid] for jid in waiting):
+            if not self._slowed(state, first[3], alone[3]):
                 return first
             for jid, extra in self._spread_critical(state, horizon, rel, alone[3]).items():
                 alone[3][jid].extend(extra)
         return alone
+
+    @staticmethod
+    def _slowed(state: SchedulerState, first: Mapping[int, list[int]], alone: Mapping[int, list[int]]) -> bool:
+        """Whether some job runs slower on its GPUs with the guard's copies placed first (its copies, if
+        it has any, or its own placement on the GPUs they leave) than Hadar's placement alone gives it."""
+        cluster = state.cluster
+        index = {t: r for r, t in enumerate(state.gpu_types)}
+        for j in state.jobs:
+            mine, own = first[j.job_id], alone[j.job_id]
+            if mine == own or not own:
+                continue
+            rates = copy_rates(state.table, j.job_type, j.scale_factor, state.gpu_types)
+            if copies_rate(cluster, rates, index, mine) < copies_rate(cluster, rates, index, own) * (1 - 1e-9):
+                return True
+        return False
 
     def _placement(self, state: SchedulerState, weight: FloatArray | None,
                    reserved: Mapping[int, list[int]] | None = None, warm: Warms | None = None,

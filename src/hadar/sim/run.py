@@ -78,7 +78,8 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
                                  fork_efficiency=eff)
     engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=round_s, seed=seed,
                           gavel_compat=gavel_compat, track_copies=record_events,
-                          on_event=events.append if record_events else None, on_progress=progress)
+                          on_event=events.append if record_events else None, on_progress=progress,
+                          fork_efficiency=eff)
     stats = engine.run(workload)
     measured = {j.job_id for j in workload.jobs if workload.measured(j.job_id)}
     rows = job_rows(ledger, measured)
