@@ -28,7 +28,8 @@ def ray_session():
     """One local Ray instance for the whole test session (``ray.init`` takes seconds).
 
     It emulates the logical nodes of both the runtime tests' demo cluster (2 V100, 1 P100, 1 K80) and the
-    executor contract's cluster (``tests.helpers.two_type_cluster``: 2 V100, 2 K80);
+    executor contract's cluster (``tests.helpers.two_type_cluster``: 2 V100, 2 K80) and two 1-GPU V100 nodes
+    (``tests.helpers.gang_cluster``, where a 2-GPU gang spans nodes);
     ``hadar.runtime.session.start_local`` reuses it for every test whose cluster uses those node names.
     Ray is imported here, not at the top, so that a checkout without the runtime extra still collects.
     """
@@ -37,9 +38,9 @@ def ray_session():
     from hadar.model.cluster import Cluster
     from hadar.runtime import session
     from hadar.runtime.demo import demo_cluster
-    from tests.helpers import two_type_cluster
+    from tests.helpers import gang_cluster, two_type_cluster
 
-    sess = session.start_local(Cluster(demo_cluster().nodes + two_type_cluster().nodes))
+    sess = session.start_local(Cluster(demo_cluster().nodes + two_type_cluster().nodes + gang_cluster().nodes))
     yield sess
     if ray.is_initialized():
         ray.shutdown()

@@ -73,3 +73,11 @@ def two_type_cluster():
     from hadar.model.cluster import Cluster, Node
 
     return Cluster((Node("v100-0", "v100", 2), Node("k80-0", "k80", 2)))
+
+
+def gang_cluster():
+    """Two nodes of one V100 each: a 2-GPU job spans both (its node names are Ray resources of the test
+    session's Ray instance, as ``two_type_cluster``'s)."""
+    from hadar.model.cluster import Cluster, Node
+
+    return Cluster((Node("gang-a", "v100", 1), Node("gang-b", "v100", 1)))

@@ -60,3 +60,25 @@ def test_hadare_forks_merges_and_survives_a_copy_dying_mid_round(ray_session, tm
     assert not list(tmp_path.glob("*.copy*")) and not list(tmp_path.glob("*.next*"))  # merged or committed, removed
     assert any(e["event"] == "merge" and e["final"] is not None for e in res.events)  # the merged model, evaluated
     assert aggregate.copy_path(tmp_path / "job-0.pt", 1).name == "job-0.copy1.pt"
+
+
+def test_a_gang_wider_than_a_node_trains_as_one_synchronous_lease_under_a_fork_efficiency(ray_session, tmp_path):
+    """A 2-GPU job on two 1-GPU nodes: ideal, HadarE runs it as two copies merged every round; told that
+    two copies are worth one (half per doubling), the planner runs it as one 2-GPU lease across both nodes
+    (fork_credit.py), so nothing is merged and the job trains as one data-parallel gang."""
+    from hadar.model.fork_efficiency import ForkEfficiency
+    from tests.helpers import gang_cluster
+
+    cluster = gang_cluster()
+    half = ForkEfficiency({}, job_types={}, default=0.5)
+    res = run([Job(0, "resnet", 2, 300)], cluster, "hadare", round_s=3.0, checkpoint_dir=tmp_path,
+              fork_efficiency=half)
+    assert res.summary["jobs_completed"] == 1
+    leases = [e for e in res.events if e["event"] == "lease"]
+    assert leases and all(len(e["gpus"]) == 2 and e["copy"] == 0 for e in leases)
+    assert not [e for e in res.events if e["event"] == "merge"]
+    assert res.summary["forked_job_rounds"] == 0
+    ideal = run([Job(0, "resnet", 2, 300)], cluster, "hadare", round_s=3.0, checkpoint_dir=tmp_path / "ideal")
+    copies = [e for e in ideal.events if e["event"] == "lease"]
+    assert copies and all(len(e["gpus"]) == 1 for e in copies)  # one copy per node, merged every round
+    assert [e for e in ideal.events if e["event"] == "merge"]

@@ -42,6 +42,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
                    help="forking policies (hadare): the merged optimizer state of a forked job comes from the copy "
                    "that processed most samples (largest, default) or is the copies' sample-weighted average")
+    p.add_argument("--fork-efficiency", metavar="FILE",
+                   help="forking policies (hadare): what forked copies are worth, a file of `hadar experiment "
+                   "fork-efficiency --out FILE` or 'calibrated' (the bundled one); a job's copies then run as one "
+                   "synchronous gang across nodes, or a copy is dropped, where that is worth more (default: every "
+                   "copy worth its steps)")
     p.add_argument("--pair-workers", choices=("lazy", "eager"), default="lazy",
                    help="space sharing: start every GPU's second worker (the second job of a pair runs there) when "
                    "the first pair is dispatched (lazy, default) or with the others, before the clock starts (eager: "
@@ -123,6 +128,11 @@ def main(args: argparse.Namespace) -> int:
     require_runtime_extra("run")
     profiles = load_profiles(args)
     cluster, jobs, table = _inputs(args)
+    efficiency = None
+    if args.fork_efficiency is not None:
+        from hadar.model.fork_efficiency import ForkEfficiency
+
+        efficiency = ForkEfficiency.load(args.fork_efficiency)
     progress = _Progress(len(jobs), show_progress(args))
     rounds = [0]
 
@@ -138,7 +148,7 @@ def main(args: argparse.Namespace) -> int:
         result = run(jobs, cluster, args.policy, round_s=args.round_s, address=args.address, seed=args.seed,
                      checkpoint_dir=ckpt, log_dir=logs, throughputs=table, dashboard_host=args.dashboard,
                      on_event=on_event, dilation=args.dilation, fork_optimizer=args.fork_optimizer, profiles=profiles,
-                     pair_workers=args.pair_workers)
+                     pair_workers=args.pair_workers, fork_efficiency=efficiency)
     finally:
         progress.close()
     if args.out is not None:

@@ -26,6 +26,7 @@ from hadar.mechanism.admission import validate_jobs
 from hadar.mechanism.ledger import JobLedger
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
+from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.job import Job
 from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
@@ -123,14 +124,17 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         on_dispatch: Callable[[int, RoundPlan], None] | None = None,
         on_pool: Callable[[WorkerPool], None] | None = None, grace_s: float = 30.0, dilation: float | None = None,
         fork_optimizer: str = "largest", profiles: Mapping[str, PolicySpec] | None = None,
-        pair_workers: str = "lazy") -> RuntimeResult:
+        pair_workers: str = "lazy", fork_efficiency: ForkEfficiency | None = None) -> RuntimeResult:
     """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds).
 
     ``dilation`` (emulation only): stretch every step this much on top of the GPU type's speed factor;
     default ``GPUs / cores`` (at least 1), so the emulated workers never need more CPU than the machine has.
     ``fork_optimizer`` (HadarE): the merged optimizer state of a forked job is the ``largest`` copy's
     (most steps) or the copies' ``average``. ``log_dir``: one log per job (output, warnings, tracebacks).
-    ``pair_workers``: every GPU's second worker (space sharing) starts at the first pair, or with the rest (eager)."""
+    ``pair_workers``: every GPU's second worker (space sharing) starts at the first pair, or with the rest (eager).
+    ``fork_efficiency`` (HadarE): what forked copies are worth (``--fork-efficiency``); the forking planner then
+    runs a job's copies as one synchronous gang across nodes, or drops a copy, where that is worth more
+    (``mechanism/fork_credit.py``; default: ideal, every copy worth its steps)."""
     _check_options(round_s, fork_optimizer, dilation, pair_workers)
     if not jobs:
         raise InputError("no jobs to run")
@@ -163,7 +167,7 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
             executor.register(job)
         prior = executor.tracker.table()
         engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=round_s, seed=seed, on_event=emit,
-                              on_progress=on_progress)
+                              on_progress=on_progress, fork_efficiency=fork_efficiency or IDEAL)
         executor.on_table = lambda t: feed_measured(ledger, executor, t)  # measured rates and restart costs
         stats = engine.run(Workload(jobs))
     finally:
