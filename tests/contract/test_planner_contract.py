@@ -218,13 +218,19 @@ def _copies(state: SchedulerState, alloc: Allocation | None, plan: RoundPlan) ->
     want = dict(alloc.copies or {}) if alloc is not None else {}
     live = {j.job_id for j in state.jobs}
     got: dict[int, list[tuple[int, int]]] = {}
+    first: dict[int, list[int]] = {}  # per job, each lease's first node, in copy order
     for lease in sorted(plan.leases, key=lambda le: (le.job_id, le.copy)):
-        (node,) = {cluster.node_of[g] for g in lease.gpus}  # one node
-        got.setdefault(lease.job_id, []).append((node, len(lease.gpus)))
-        assert 1 <= len(lease.gpus) <= cluster.nodes[node].gpus
-    for parts in got.values():
+        nodes = sorted({cluster.node_of[g] for g in lease.gpus})
+        if len(nodes) > 1:  # a synchronous gang across the nodes of copies (fork_credit): W GPUs of one type
+            assert len(lease.gpus) == lease.scale_factor and len(_types(cluster, lease.gpus)) == 1
+        for n in nodes:
+            got.setdefault(lease.job_id, []).append((n, sum(cluster.node_of[g] == n for g in lease.gpus)))
+        first.setdefault(lease.job_id, []).append(nodes[0])
+        assert 1 <= len(lease.gpus) <= sum(cluster.nodes[n].gpus for n in nodes)
+    for jid, parts in got.items():
         nodes = [n for n, _ in parts]
-        assert nodes == sorted(set(nodes)), "copies are numbered in node order, one per node"
+        assert len(nodes) == len(set(nodes)), "one copy per node"
+        assert first[jid] == sorted(first[jid]), "copies are numbered in node order"
     assert {j: sorted(p) for j, p in got.items()} == {j: sorted(c) for j, c in want.items() if j in live and c}
 
 

@@ -129,12 +129,9 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
 
     ``dilation`` (emulation only): stretch every step this much on top of the GPU type's speed factor;
     default ``GPUs / cores`` (at least 1), so the emulated workers never need more CPU than the machine has.
-    ``fork_optimizer`` (HadarE): the merged optimizer state of a forked job is the ``largest`` copy's
-    (most steps) or the copies' ``average``. ``log_dir``: one log per job (output, warnings, tracebacks).
-    ``pair_workers``: every GPU's second worker (space sharing) starts at the first pair, or with the rest (eager).
-    ``fork_efficiency`` (HadarE): what forked copies are worth (``--fork-efficiency``); the forking planner then
-    runs a job's copies as one synchronous gang across nodes, or drops a copy, where that is worth more
-    (``mechanism/fork_credit.py``; default: ideal, every copy worth its steps)."""
+    HadarE: ``fork_optimizer``, the merged optimizer state is the ``largest`` copy's (most steps) or the
+    copies' ``average``; ``fork_efficiency``, what copies are worth to the forking planner (default ideal).
+    ``log_dir``: one log per job. ``pair_workers``: space sharing's second workers start lazily or eagerly."""
     _check_options(round_s, fork_optimizer, dilation, pair_workers)
     if not jobs:
         raise InputError("no jobs to run")
