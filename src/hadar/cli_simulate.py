@@ -79,6 +79,14 @@ def load_profiles(args: argparse.Namespace) -> dict[str, Any] | None:
     return load(args.profiles) if getattr(args, "profiles", None) else None
 
 
+def load_fork_efficiency(args: argparse.Namespace) -> Any:
+    """The ``--fork-efficiency`` file's ``ForkEfficiency`` (None where the option is not given)."""
+    from hadar.model.fork_efficiency import ForkEfficiency
+
+    given = getattr(args, "fork_efficiency", None)
+    return None if given is None else ForkEfficiency.load(given)
+
+
 def add_output_args(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
@@ -98,10 +106,9 @@ def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]
     kwargs: dict[str, Any] = {"round_s": args.round_s, "seed": args.seed, "gavel_compat": args.gavel_compat}
     if args.restart_s is not None:
         kwargs["restart_s"] = args.restart_s
-    if getattr(args, "fork_efficiency", None) is not None:
-        from hadar.model.fork_efficiency import ForkEfficiency
-
-        kwargs["fork_efficiency"] = ForkEfficiency.load(args.fork_efficiency)
+    efficiency = load_fork_efficiency(args)
+    if efficiency is not None:
+        kwargs["fork_efficiency"] = efficiency
     if args.window is not None:
         a, b = args.window
         if a < 0 or b <= a:

@@ -206,10 +206,8 @@ class ForkingPlanner:
         gpus = self.gpu_ids(state, copies)
         leases: list[Lease] = []
         for job in state.jobs:
-            groups = gpus.get(job.job_id, [])
-            if len(groups) > 1:
-                groups = credited_copies(state.cluster, state.table, self.efficiency, job.job_type, job.scale_factor,
-                                    groups)
+            groups = credited_copies(state.cluster, state.table, self.efficiency, job.job_type, job.scale_factor,
+                                     gpus.get(job.job_id, []))
             for c, group in enumerate(groups):
                 leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
                                     gpus=group, max_steps=job.remaining_steps, copy=c,

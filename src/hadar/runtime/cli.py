@@ -122,17 +122,13 @@ class _Progress:
 
 def main(args: argparse.Namespace) -> int:
     from hadar.cli import emit_json, show_progress
-    from hadar.cli_simulate import format_summary, load_profiles
+    from hadar.cli_simulate import format_summary, load_fork_efficiency, load_profiles
     from hadar.runtime.run import quality_rows, run, write_outputs
 
     require_runtime_extra("run")
     profiles = load_profiles(args)
     cluster, jobs, table = _inputs(args)
-    efficiency = None
-    if args.fork_efficiency is not None:
-        from hadar.model.fork_efficiency import ForkEfficiency
-
-        efficiency = ForkEfficiency.load(args.fork_efficiency)
+    efficiency = load_fork_efficiency(args)  # a bad file: one line, exit 2, before Ray starts
     progress = _Progress(len(jobs), show_progress(args))
     rounds = [0]
 
