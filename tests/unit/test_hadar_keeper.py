@@ -64,7 +64,11 @@ def test_round_plan_respects_capacity_gangs_and_the_horizon(whole: bool) -> None
 def test_keeper_gives_the_fast_gpu_to_the_job_that_bounds_the_drain() -> None:
     jobs = [job(0, "long", 40000), job(1, "short", 400)]
     assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, keep_slack=None)[1] == ["fast"]  # shortest first
-    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs)[0] == ["fast"]  # the keeper: the long job bounds the horizon
+    # the keeper: the long job bounds the horizon (with ftf_cap off: the short job's 100 s on the fast GPU
+    # would take 400 s on the slow one, 4x its best-type time, so by default it keeps the plan's fast GPU)
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, ftf_cap=None)[0] == ["fast"]
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs)[1] == ["fast"]
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, ftf_cap=4.5)[0] == ["fast"]
 
 
 def test_keeper_leaves_a_placement_that_keeps_the_horizon() -> None:
@@ -138,10 +142,11 @@ def test_hadar_plan_is_validated_and_pack_is_the_spec_mode() -> None:
 def test_keeper_is_looser_while_jobs_still_arrive() -> None:
     # 'flat' (36000 steps: 1 step/s on fast, 0.9 on slow) sets the horizon (36000 s); shortest first puts
     # the short job on fast and 'flat' on slow, which pushes the horizon out by 36 s: 10 % of the round
+    # (ftf_cap off: it would keep the short job, 4x slower on slow, on fast whatever the keeper says)
     jobs = [job(0, "flat", 36000), job(1, "short", 400)]
-    kw = {"plan": "pack", "keep_busy": 0.2}
+    kw = {"plan": "pack", "keep_busy": 0.2, "ftf_cap": None}
     assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, **kw)[1] == ["fast"]  # both just arrived: 20 % allowed
-    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, plan="pack", keep_busy=None)[0] == ["fast"]  # 1 %
+    assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, plan="pack", keep_busy=None, ftf_cap=None)[0] == ["fast"]  # 1 %
     # no arrival for over a tenth of the horizon: the drain is on, the 1 % slack again
     assert placed("hadar", ONE_FAST_ONE_SLOW, jobs, now=20000.0, **kw)[0] == ["fast"]
     with pytest.raises(InputError):
@@ -195,3 +200,35 @@ def test_keep_own_shields_jobs_far_shorter_than_the_job_that_sets_the_horizon() 
     one = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([1]))
     assert horizon_s(one) == pytest.approx(37800.0)
     assert create("hadar")._shielded(st, one, fresh, horizon_s(one)).tolist() == [0, 0, 1]
+
+
+def test_ftf_cap_gives_a_short_job_its_best_type_when_gangs_hold_it() -> None:
+    """Philly 2869ce's case: five 8-GPU gangs hold every V100 and P100 node (and one K80 node) when a
+    4-GPU ResNet-18 of 102 s arrives. The JCT plan gives it V100s, but the keeper's re-plan (the
+    gangs set the horizon) puts it on K80s, 4.4x its best-type time; with ``ftf_cap`` (default 2) it
+    keeps the plan's V100s, a gang runs on K80s for the round, and it finishes in its best-type time."""
+    from hadar.config import parse_cluster
+    from hadar.metrics.bound import isolated_best_s
+    from hadar.model.job import Job
+    from hadar.model.throughput import ThroughputTable
+    from hadar.sim.run import simulate
+
+    table = ThroughputTable.load()
+    gangs = [("ResNet-18 (batch size 64)", 4126677.5), ("ResNet-50 (batch size 64)", 300451.2),
+             ("ResNet-50 (batch size 16)", 760576.7), ("ResNet-18 (batch size 256)", 1346986.0),
+             ("LM (batch size 80)", 3826312.9)]  # about 5.7 h each under Hadar
+    jobs = [Job(job_id=i, job_type=t, scale_factor=8, total_steps=s, arrival_s=float(i))
+            for i, (t, s) in enumerate(gangs)]
+    jobs.append(Job(job_id=5, job_type="ResNet-18 (batch size 64)", scale_factor=4, total_steps=9750.0,
+                    arrival_s=3600.0))
+    cluster = parse_cluster("16:16:16", 8)
+    best = float(isolated_best_s(jobs, cluster, table)[5])
+    assert best == pytest.approx(102.0, abs=0.1)
+    with pytest.raises(InputError):
+        create("hadar", ftf_cap=0.5)
+    jct = {}
+    for cap in (2.0, None):
+        rows = simulate(iter(jobs), cluster, table, "hadar", policy_kwargs={"ftf_cap": cap}).rows
+        jct[cap] = next(r.jct_s for r in rows if r.job_id == 5)
+    assert jct[2.0] == pytest.approx(best, rel=1e-6)
+    assert jct[None] > 4 * best  # on K80s

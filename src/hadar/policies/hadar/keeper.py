@@ -75,10 +75,22 @@ class Work:
         """Gangs each row may run at once (1 per job; a group's member count)."""
         return np.ones(self.remaining.size) if self.count is None else self.count
 
+    def usable(self) -> BoolArray:
+        """Where each job can run a whole gang of one type: rate > 0 and at least W GPUs of the type (a
+        job that no type fits may span types: then every type where its rate is > 0)."""
+        runs = self.rates > 0
+        fits = runs & (self.scale[:, None] <= self.capacity[None, :])
+        out: BoolArray = np.where(fits.any(axis=1, keepdims=True), fits, runs)
+        return out
+
+    def best_rates(self) -> FloatArray:
+        """Each job's whole-gang rate on its fastest usable type (0: none)."""
+        out: FloatArray = np.where(self.usable(), self.rates, 0.0).max(axis=1)
+        return out
+
     def pairs(self) -> tuple[IntArray, IntArray]:
-        """(job, type) index pairs where the job can run and has work left."""
-        live = (self.rates > 0) & (self.remaining[:, None] > 0)
-        jobs, types = np.nonzero(live)
+        """(job, type) index pairs where the job can run (``usable``) and has work left."""
+        jobs, types = np.nonzero(self.usable() & (self.remaining[:, None] > 0))
         return jobs, types
 
     def progress(self, counts: dict[int, dict[int, int]], round_s: float) -> FloatArray:

@@ -35,6 +35,9 @@ PARAMS: Mapping[str, str] = {
                 "best-type time) and no job arrived within 2 % of the horizon, the keeper never holds back a "
                 "job whose remaining best-type time is at most this share of the horizon: the drain waits for "
                 "that job anyway (null: off)",
+    "ftf_cap": "where the TTD keeper re-plans a round, a job that its best type would finish within this round, "
+               "and that the re-plan would finish later than this many times its best-type time after its "
+               "arrival while the JCT plan's round would not, keeps the plan's GPUs (null: off)",
     "keep_max_jobs": "above this many active jobs the keeper is skipped (null: never)",
     "first_round": "a job that never ran goes ahead of every job that has (it starts at the first round "
                    "boundary after it arrives)",

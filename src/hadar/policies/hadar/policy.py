@@ -66,7 +66,7 @@ class HadarPolicy:
                  keep_short: float | None = 1.0, keep_own: float | None = 0.6,
                  keep_max_jobs: int | None = None, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
                  plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = True, share: bool = False,
-                 share_gain: float = 1.0) -> None:
+                 share_gain: float = 1.0, ftf_cap: float | None = 2.0) -> None:
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
         _check(steepness >= 0 and (restart_s is None or restart_s >= 0) and (aging_s is None or aging_s > 0),
@@ -84,6 +84,7 @@ class HadarPolicy:
         _check(isinstance(share, bool), f"share must be true or false, got {share!r}")
         _check(isinstance(warm_start, bool), f"warm_start must be true or false, got {warm_start!r}")
         _check(share_gain >= 0, f"share_gain must be >= 0, got {share_gain}")
+        _check(ftf_cap is None or ftf_cap >= 1, f"ftf_cap must be >= 1, got {ftf_cap}")
         self.utility_name = utility
         self.utility = make_utility(utility, exponent)
         self.rate_model: RateModel = "additive" if rate_model == "additive" else "sync"
@@ -107,6 +108,7 @@ class HadarPolicy:
         self.share = share
         self.share_gain = share_gain
         self.warm_start = warm_start
+        self.ftf_cap = ftf_cap
 
     @property
     def traits(self) -> PolicyTraits:
@@ -265,8 +267,10 @@ class HadarPolicy:
             return counts
         share, price = got if grp is None else (groups.spread(grp, got[0], x, work.remaining, state.round_s)[0],
                                                 got[1][grp.index])
-        kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model,
-                               self._shielded(state, work, fresh, h))
+        shield = self._shielded(state, work, fresh, h)
+        share, shield = self._paced(state, work, share, np.zeros(len(state.jobs), dtype=int) if shield is None
+                                    else shield, counts)
+        kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model, shield)
         rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)), hw, names)
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
@@ -279,7 +283,7 @@ class HadarPolicy:
         ``keep_fair``; with any, those that never ran (``first_round``)."""
         if self.keep_fair is None and self.keep_short is None and self.keep_own is None:
             return None
-        top = work.rates.max(axis=1)
+        top = work.best_rates()
         best = np.where(top > 0, top, np.inf)
         left = work.remaining / best
         out = np.zeros(len(state.jobs), dtype=int)
@@ -314,6 +318,41 @@ class HadarPolicy:
             first = np.maximum(first, fresh)
         return gangs.from_plan(state, work.rates, value, work.scale, work.capacity, plan, np.zeros(len(state.jobs)),
                                order, self.rate_model, first)
+
+    def _late(self, state: SchedulerState, work: Work, plan: FloatArray) -> BoolArray:
+        """``ftf_cap``: the jobs their best type would finish within this round that ``plan`` (shares of
+        the round per type) would finish later than ``ftf_cap`` x their best-type time after arrival."""
+        rates, left = work.rates, work.remaining
+        top = work.best_rates()
+        short = (top > 0) & (left > 0) & (left <= top * state.round_s)
+        if self.ftf_cap is None or not short.any():
+            return np.zeros(left.size, dtype=bool)
+        pace = (plan * rates).sum(axis=1)  # steps in this round per second of the round
+        # planned time to finish: within this round, the plan's time on the job (its shares run one
+        # after another, at their mean rate); beyond it, at this round's pace
+        taken = np.where(pace * state.round_s >= left, np.minimum(plan.sum(axis=1), 1.0), 1.0)
+        planned = np.divide(left * taken, pace, out=np.full(left.size, np.inf), where=pace > 0)
+        since = state.now_s - np.array([j.arrival_s for j in state.jobs], dtype=float)
+        alone = np.array([j.total_steps for j in state.jobs], dtype=float) / np.where(top > 0, top, 1.0)
+        out: BoolArray = short & (planned > self.ftf_cap * alone - since)
+        return out
+
+    def _paced(self, state: SchedulerState, work: Work, share: FloatArray, shield: IntArray, counts: Counts
+               ) -> tuple[FloatArray, IntArray]:
+        """The keeper's re-plan ``share`` with ``ftf_cap``: a job it would make ``_late`` that the JCT
+        plan's round ``counts`` would not (on one type) keeps the plan's GPUs, ahead of the re-plan
+        (``shield`` 2)."""
+        late = self._late(state, work, share)
+        if not late.any():
+            return share, shield
+        mine = np.zeros_like(share)
+        for i, c in counts.items():
+            for r, k in c.items():
+                mine[i, r] = k / work.scale[i]
+        keep = late & ~self._late(state, work, mine) & ((mine > 0).sum(axis=1) == 1)
+        if not keep.any():
+            return share, shield
+        return np.where(keep[:, None], mine, share), np.where(keep, 2, shield)
 
     def price_book(self, state: SchedulerState, value: FloatArray, scale: FloatArray | IntArray) -> PriceBook | None:
         """Fresh per-type prices between the lowest and highest best utility per GPU (None: no job has any)."""
