@@ -176,6 +176,7 @@ def test_ray_token_file_is_made_private(tmp_path, monkeypatch):
     (["serve", "--state", "{tmp}/s", "--policy", "nope"], "nope"),
     (["serve", "--state", "{tmp}/s", "--cluster", "v100=40"], "more than 16"),
     (["serve", "--state", "{tmp}/s", "--port", "70000"], "--port must be in 0..65535"),
+    (["serve", "--state", "{tmp}/s", "--fork-efficiency", "{tmp}/nope.json"], "fork-efficiency file not found"),
     (["submit", "{tmp}/jobs.yaml", "--state", "{tmp}/nowhere"], "no server address in"),
     (["status", "--server", "http://127.0.0.1:9"], "HADAR_TOKEN"),
     (["status", "--state", "{tmp}/a", "--server", "http://x"], "not both"),
@@ -211,3 +212,28 @@ def test_serve_without_the_service_extra_says_what_to_install(tmp_path, capsys, 
     err = capsys.readouterr().err.strip()
     assert "needs the service extra (fastapi not installed)" in err and "pip install" in err and "\n" not in err
     assert not (tmp_path / "s").exists()  # checked before anything is made
+
+
+def test_serve_hands_its_fork_efficiency_to_the_forking_planner(tmp_path, monkeypatch):
+    """``hadar serve --fork-efficiency``: the service wires its engine with it (as ``hadar run`` does)."""
+    from types import SimpleNamespace
+
+    from hadar.model.fork_efficiency import ForkEfficiency
+    from hadar.service import scheduler
+
+    seen = {}
+
+    def wire(*args, **kw):
+        seen.update(kw)
+        raise RuntimeError("wired")
+
+    monkeypatch.setattr(scheduler, "wire", wire)
+    calibrated = ForkEfficiency.load("calibrated")
+    opts = scheduler.ServeOptions(state_dir=tmp_path, cluster=None, address=None, policy="hadare",
+                                  fork_efficiency=calibrated)
+    service = scheduler.Service(opts, Store(tmp_path))
+    backend = SimpleNamespace(executor=SimpleNamespace(cluster=None), tracker=SimpleNamespace(table=lambda: None))
+    with pytest.raises(RuntimeError, match="wired"):
+        service._wire(backend)
+    assert seen["fork_efficiency"] is calibrated
+    assert scheduler.ServeOptions(state_dir=tmp_path, cluster=None, address=None).fork_efficiency.ideal

@@ -16,6 +16,15 @@ MAX_EMULATED_GPUS = 16  # one torch process per GPU on this machine
 RUNTIME_MODULES = {"ray": "ray", "torch": "torch", "sklearn": "scikit-learn"}
 
 
+def add_fork_efficiency_arg(p: argparse.ArgumentParser) -> None:
+    """``--fork-efficiency`` of ``hadar run`` and ``hadar serve`` (read by ``cli_simulate.load_fork_efficiency``)."""
+    p.add_argument("--fork-efficiency", metavar="FILE",
+                   help="forking policies (hadare): what forked copies are worth, a file of `hadar experiment "
+                   "fork-efficiency --out FILE` or 'calibrated' (the bundled one); a job's copies then run as one "
+                   "synchronous gang across nodes, or a copy is dropped, where that is worth more (default: every "
+                   "copy worth its steps)")
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="train real PyTorch jobs on a Ray cluster under a policy",
                        description="Physical mode: the same scheduler as `simulate` drives real training on Ray. "
@@ -42,11 +51,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
                    help="forking policies (hadare): the merged optimizer state of a forked job comes from the copy "
                    "that processed most samples (largest, default) or is the copies' sample-weighted average")
-    p.add_argument("--fork-efficiency", metavar="FILE",
-                   help="forking policies (hadare): what forked copies are worth, a file of `hadar experiment "
-                   "fork-efficiency --out FILE` or 'calibrated' (the bundled one); a job's copies then run as one "
-                   "synchronous gang across nodes, or a copy is dropped, where that is worth more (default: every "
-                   "copy worth its steps)")
+    add_fork_efficiency_arg(p)
     p.add_argument("--pair-workers", choices=("lazy", "eager"), default="lazy",
                    help="space sharing: start every GPU's second worker (the second job of a pair runs there) when "
                    "the first pair is dispatched (lazy, default) or with the others, before the clock starts (eager: "

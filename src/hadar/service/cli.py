@@ -13,7 +13,7 @@ DEFAULT_PORT = 8470
 
 def add_parser(sub: Any) -> None:
     from hadar.cli_simulate import add_profiles_arg
-    from hadar.runtime.cli import DEFAULT_POLICY
+    from hadar.runtime.cli import DEFAULT_POLICY, add_fork_efficiency_arg
 
     p = sub.add_parser("serve", help="run the scheduler as a service: jobs submitted over HTTP, a live dashboard",
                        description="A long-running scheduler (the same engine, policies and Ray runtime as `hadar "
@@ -31,6 +31,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--round-s", type=float, default=10.0, help="round length in seconds (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of models, data and planner (default 0)")
     p.add_argument("--dilation", type=float, help="emulation only: stretch every step this much more")
+    add_fork_efficiency_arg(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
                    "only; anything else exposes the API, token-protected, to the network)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")

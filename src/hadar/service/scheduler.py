@@ -27,6 +27,7 @@ from hadar.errors import HadarError, InputError
 from hadar.mechanism.admission import validate_job
 from hadar.mechanism.ledger import DONE_EPS
 from hadar.model.cluster import Cluster
+from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.job import Job
 from hadar.policies.profiles import PolicySpec
 from hadar.runtime import checkpoint
@@ -58,6 +59,7 @@ class ServeOptions:
     round_s: float = 10.0
     seed: int = 0
     dilation: float | None = None
+    fork_efficiency: ForkEfficiency = IDEAL  # what the forking planner counts a copy worth
 
 
 class Service:
@@ -132,7 +134,7 @@ class Service:
         make = functools.partial(StoredLedger, store=self.store, events=self.events)
         engine, ledger = wire(self.run_policy.policy, backend.executor.cluster, backend.tracker.table(),
                               backend.executor, self.clock, round_s=self.opts.round_s, seed=self.opts.seed,
-                              on_event=self.events, make_ledger=make)
+                              on_event=self.events, make_ledger=make, fork_efficiency=self.opts.fork_efficiency)
         assert isinstance(ledger, StoredLedger)
         jobs = backend.executor.jobs
         ledger.checkpoint_steps = lambda jid: (jobs[jid].saved_steps or 0.0) if jid in jobs else 0.0

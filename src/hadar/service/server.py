@@ -70,7 +70,8 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from hadar.build import policy_for_run
-    from hadar.cli_simulate import load_profiles
+    from hadar.cli_simulate import load_fork_efficiency, load_profiles
+    from hadar.model.fork_efficiency import IDEAL
     from hadar.service.api import BodyLimit, make_app
     from hadar.service.auth import ensure_token, lock_state_dir, prepare_state_dir, write_server_file
     from hadar.service.cli import check_serve_args
@@ -80,6 +81,7 @@ def serve(args: argparse.Namespace) -> int:
 
     check_serve_args(args)
     profiles = load_profiles(args)
+    efficiency = load_fork_efficiency(args)  # a bad file: one line, exit 2, before Ray starts
     cluster = _cluster(args)
     policy_for_run(args.policy, seed=args.seed, profiles=profiles)  # an unknown policy fails here, not later
     state_dir = prepare_state_dir(args.state)
@@ -88,7 +90,8 @@ def serve(args: argparse.Namespace) -> int:
         token = ensure_token(state_dir)
         store = Store(state_dir)
         opts = ServeOptions(state_dir=state_dir.resolve(), cluster=cluster, address=args.address, policy=args.policy,
-                            profiles=profiles, round_s=args.round_s, seed=args.seed, dilation=args.dilation)
+                            profiles=profiles, round_s=args.round_s, seed=args.seed, dilation=args.dilation,
+                            fork_efficiency=efficiency or IDEAL)
         service = Service(opts, store)
         sock = bind(args.host, args.port)
         config = uvicorn.Config(BodyLimit(make_app(service, token), MAX_BODY_BYTES), log_level="warning",
