@@ -35,6 +35,7 @@ from hadar.policies.base import PolicyTraits, RateModel
 from hadar.policies.hadar import gangs, groups
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
+from hadar.policies.hadar.pace import paced
 from hadar.policies.hadar.params import PARAMS
 from hadar.policies.hadar.pricing import PriceBook
 from hadar.policies.hadar.share import shared_slots
@@ -268,8 +269,8 @@ class HadarPolicy:
         share, price = got if grp is None else (groups.spread(grp, got[0], x, work.remaining, state.round_s)[0],
                                                 got[1][grp.index])
         shield = self._shielded(state, work, fresh, h)
-        share, shield = self._paced(state, work, share, np.zeros(len(state.jobs), dtype=int) if shield is None
-                                    else shield, counts)
+        share, shield = paced(state, work, share, np.zeros(len(state.jobs), dtype=int) if shield is None else shield,
+                              counts, self.ftf_cap)
         kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model, shield)
         rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)), hw, names)
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
@@ -318,41 +319,6 @@ class HadarPolicy:
             first = np.maximum(first, fresh)
         return gangs.from_plan(state, work.rates, value, work.scale, work.capacity, plan, np.zeros(len(state.jobs)),
                                order, self.rate_model, first)
-
-    def _late(self, state: SchedulerState, work: Work, plan: FloatArray) -> BoolArray:
-        """``ftf_cap``: the jobs their best type would finish within this round that ``plan`` (shares of
-        the round per type) would finish later than ``ftf_cap`` x their best-type time after arrival."""
-        rates, left = work.rates, work.remaining
-        top = work.best_rates()
-        short = (top > 0) & (left > 0) & (left <= top * state.round_s)
-        if self.ftf_cap is None or not short.any():
-            return np.zeros(left.size, dtype=bool)
-        pace = (plan * rates).sum(axis=1)  # steps in this round per second of the round
-        # planned time to finish: within this round, the plan's time on the job (its shares run one
-        # after another, at their mean rate); beyond it, at this round's pace
-        taken = np.where(pace * state.round_s >= left, np.minimum(plan.sum(axis=1), 1.0), 1.0)
-        planned = np.divide(left * taken, pace, out=np.full(left.size, np.inf), where=pace > 0)
-        since = state.now_s - np.array([j.arrival_s for j in state.jobs], dtype=float)
-        alone = np.array([j.total_steps for j in state.jobs], dtype=float) / np.where(top > 0, top, 1.0)
-        out: BoolArray = short & (planned > self.ftf_cap * alone - since)
-        return out
-
-    def _paced(self, state: SchedulerState, work: Work, share: FloatArray, shield: IntArray, counts: Counts
-               ) -> tuple[FloatArray, IntArray]:
-        """The keeper's re-plan ``share`` with ``ftf_cap``: a job it would make ``_late`` that the JCT
-        plan's round ``counts`` would not (on one type) keeps the plan's GPUs, ahead of the re-plan
-        (``shield`` 2)."""
-        late = self._late(state, work, share)
-        if not late.any():
-            return share, shield
-        mine = np.zeros_like(share)
-        for i, c in counts.items():
-            for r, k in c.items():
-                mine[i, r] = k / work.scale[i]
-        keep = late & ~self._late(state, work, mine) & ((mine > 0).sum(axis=1) == 1)
-        if not keep.any():
-            return share, shield
-        return np.where(keep[:, None], mine, share), np.where(keep, 2, shield)
 
     def price_book(self, state: SchedulerState, value: FloatArray, scale: FloatArray | IntArray) -> PriceBook | None:
         """Fresh per-type prices between the lowest and highest best utility per GPU (None: no job has any)."""
