@@ -78,7 +78,9 @@ class Work:
     def usable(self) -> BoolArray:
         """Where each job can run a whole gang of one type: rate > 0 and at least W GPUs of the type (a
         job that no type fits may span types: then every type where its rate is > 0)."""
-        runs = self.rates > 0
+        runs: BoolArray = self.rates > 0
+        if self.scale.size == 0 or self.scale.max() <= self.capacity.min():
+            return runs  # every type has room for every gang (the common case)
         fits = runs & (self.scale[:, None] <= self.capacity[None, :])
         out: BoolArray = np.where(fits.any(axis=1, keepdims=True), fits, runs)
         return out
