@@ -17,6 +17,16 @@ from hadar.policies.hadar.pricing import Offer, PriceBook, best_offer
 Counts = dict[int, dict[int, int]]
 
 
+def shares(counts: Counts, scale: FloatArray | IntArray, n_types: int) -> FloatArray:
+    """``counts`` as shares of each job's gang per type (jobs x types; 0 where a job has no GPUs)."""
+    out: FloatArray = np.zeros((len(scale), n_types))
+    size = scale.tolist()
+    for i, c in counts.items():
+        for r, k in c.items():
+            out[i, r] = k / size[i]
+    return out
+
+
 def value_of(c: dict[int, int], rates: FloatArray | list[float], value: FloatArray | list[float], w: int,
              rate_model: str) -> float:
     """Utility of the placement ``c`` (sync: its slowest type's value; additive: each GPU's share)."""

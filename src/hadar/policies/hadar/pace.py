@@ -13,44 +13,44 @@ from __future__ import annotations
 
 import numpy as np
 
-from hadar.arrays import BoolArray, FloatArray, IntArray
+from hadar.arrays import FloatArray, IntArray
 from hadar.model.state import SchedulerState
+from hadar.policies.hadar import gangs
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work
 
 
-def late(state: SchedulerState, work: Work, plan: FloatArray, cap: float | None) -> BoolArray:
-    """The jobs their best type would finish within this round that ``plan`` (shares of the round per
-    type) would finish later than ``cap`` x their best-type time after arrival (none where ``cap`` is
-    None). A job's planned time: where the plan finishes it within the round, the plan's time on it
-    (its shares run one after another, at their mean rate); beyond the round, at this round's pace."""
-    rates, left = work.rates, work.remaining
-    top = work.best_rates()
-    short = (top > 0) & (left > 0) & (left <= top * state.round_s)
-    if cap is None or not short.any():
-        return np.zeros(left.size, dtype=bool)
-    pace = (plan * rates).sum(axis=1)  # steps in this round per second of the round
-    taken = np.where(pace * state.round_s >= left, np.minimum(plan.sum(axis=1), 1.0), 1.0)
-    planned = np.divide(left * taken, pace, out=np.full(left.size, np.inf), where=pace > 0)
-    since = state.now_s - np.array([j.arrival_s for j in state.jobs], dtype=float)
-    alone = np.array([j.total_steps for j in state.jobs], dtype=float) / np.where(top > 0, top, 1.0)
-    out: BoolArray = short & (planned > cap * alone - since)
-    return out
-
-
 def paced(state: SchedulerState, work: Work, share: FloatArray, shield: IntArray, counts: Counts,
           cap: float | None) -> tuple[FloatArray, IntArray]:
-    """The keeper's re-plan ``share`` (and its ``shield``, for ``gangs.from_plan``) with ``cap``: a job
-    the re-plan would make ``late`` that the JCT plan's round ``counts`` would not (on one type) keeps
+    """The keeper's re-plan ``share`` (and its ``shield``, for ``gangs.from_plan``) with ``cap``: a job its
+    best type would finish within this round, that the re-plan would finish later than ``cap`` x its
+    best-type time after arrival while the JCT plan's round ``counts`` would not (on one type), keeps
     the plan's GPUs, ahead of the re-plan (``shield`` 2)."""
-    slow = late(state, work, share, cap)
+    if cap is None:
+        return share, shield
+    left, top = work.remaining, work.best_rates()
+    short = (top > 0) & (left > 0) & (left <= top * state.round_s)
+    if not short.any():
+        return share, shield
+    since = state.now_s - np.array([j.arrival_s for j in state.jobs], dtype=float)
+    alone = np.array([j.total_steps for j in state.jobs], dtype=float) / np.where(top > 0, top, 1.0)
+    budget = cap * alone - since  # seconds from now within which a job must finish
+    slow = short & (_planned_s(work, share, state.round_s) > budget)
     if not slow.any():
         return share, shield
-    mine = np.zeros_like(share)
-    for i, c in counts.items():
-        for r, k in c.items():
-            mine[i, r] = k / work.scale[i]
-    keep = slow & ~late(state, work, mine, cap) & ((mine > 0).sum(axis=1) == 1)
+    mine = gangs.shares(counts, work.scale, share.shape[1])
+    keep = slow & (_planned_s(work, mine, state.round_s) <= budget) & ((mine > 0).sum(axis=1) == 1)
     if not keep.any():
         return share, shield
     return np.where(keep[:, None], mine, share), np.where(keep, 2, shield)
+
+
+def _planned_s(work: Work, plan: FloatArray, round_s: float) -> FloatArray:
+    """Seconds from now until each job finishes under ``plan`` (shares of the round per type): where the
+    plan finishes it within the round, the plan's time on it (its shares run one after another, at their
+    mean rate); beyond the round, at this round's pace (inf: no GPUs)."""
+    left = work.remaining
+    pace = (plan * work.rates).sum(axis=1)  # steps in this round per second of the round
+    taken = np.where(pace * round_s >= left, np.minimum(plan.sum(axis=1), 1.0), 1.0)
+    out: FloatArray = np.divide(left * taken, pace, out=np.full(left.size, np.inf), where=pace > 0)
+    return out

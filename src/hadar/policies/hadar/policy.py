@@ -122,10 +122,7 @@ class HadarPolicy:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
         warm = self.warm_starts(state)
         x, scale, value, counts = self.place(state, warm=warm)
-        fractions, size, ids = np.zeros((m, len(types))), scale.tolist(), state.job_ids
-        for i, c in counts.items():
-            for r, k in c.items():
-                fractions[i, r] = k / size[i]
+        fractions, ids = gangs.shares(counts, scale, len(types)), state.job_ids
         pairs: dict[tuple[int, int], tuple[float, ...]] = {}
         if self.share:  # a pair's time together is in ``pairs``; its host's time alone is then 0
             prev = gangs.previous_counts(state)
