@@ -10,7 +10,7 @@ import pytest
 from hadar.errors import InputError
 from hadar.model.state import SchedulerState
 from hadar.policies import create
-from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, periods_s, round_plan
+from hadar.policies.hadar.keeper import Work, horizon, horizon_s, jct_plan, periods_s, round_plan
 from tests.helpers import leased
 from tests.unit.test_hadar import ONE_FAST, ONE_FAST_ONE_SLOW, job, placed, state_of
 
@@ -39,6 +39,34 @@ def test_horizon_counts_a_gang_as_one_slot() -> None:
 
 def test_horizon_of_nothing_is_zero() -> None:
     assert horizon_s(work(np.zeros((0, 2)), [], [], [1, 1])) == 0.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_horizon_bound_is_an_upper_bound_of_what_is_left(seed: int) -> None:
+    # the keeper skips its second horizon LP where the first one's plan, scaled to what a round leaves,
+    # already keeps pace: that scaled plan must be feasible, so its time is at least the LP's optimum
+    rng = np.random.default_rng(seed)
+    m, n = 10, 3
+    rates = rng.uniform(0.5, 5.0, (m, n)) * (rng.uniform(size=(m, n)) > 0.2)
+    rates[:, 0] = np.maximum(rates[:, 0], 0.5)  # every job runs somewhere
+    w = work(rates, rng.uniform(2e3, 2e5, m), rng.choice([1, 2, 4], m), rng.choice([4, 6, 8], n))
+    hz = horizon(w)
+    assert hz.s == horizon_s(w)
+    assert hz.bound_s(w) == pytest.approx(hz.s, rel=1e-6)  # nothing done: the plan itself
+    for share in (0.0, 0.3, 0.9, 1.0):
+        left = np.where(rng.uniform(size=m) < 0.5, w.remaining * share, w.remaining * rng.uniform(0.5, 1.0, m))
+        after = dataclasses.replace(w, remaining=left)
+        assert hz.bound_s(after) >= horizon_s(after) - 1e-3
+
+
+def test_jct_plan_keeps_a_long_job_to_its_period_lengths() -> None:
+    # the plan leaves out a job's time rows where they cannot bind (its slowest type finishes it within the
+    # period); a long job's rows stay: two GPUs free, one job of 10 rounds' work, alone: it still gets at
+    # most the round's length of one gang, not both GPUs' worth
+    w = work([[1.0, 1.0], [1.0, 0.5]], [3600.0, 100.0], [1, 1], [1, 1])
+    x, now = jct_plan(w, np.ones(2), 360.0, 3 * horizon_s(w))
+    assert x[0].sum() <= 1.0 + 1e-9 and x[0].sum() == pytest.approx(1.0)
+    assert now[1] == pytest.approx(1.0) and now[0] == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize("whole", [False, True])

@@ -60,6 +60,7 @@ class Options:
     presolve: str
     solver: str
     strategy: int = 1
+    edge_weights: int = -1
 
     @property
     def method(self) -> str:
@@ -70,7 +71,7 @@ class Options:
 #: linprog(method="highs-ds", options={"presolve": False}): Gavel's LPs (any vertex will do, they are re-centered).
 DUAL = Options(presolve="off", solver="simplex")
 #: HiGHS's defaults but the dual simplex, linprog(method="highs")'s answers: Hadar's plan and keeper LPs.
-DUAL_PRESOLVE = Options(presolve="choose", solver="choose")
+DUAL_PRESOLVE = Options(presolve="choose", solver="choose", edge_weights=2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +197,7 @@ def _native(options: Options) -> Any:
             opts.presolve = options.presolve
             opts.solver = options.solver
             opts.simplex_strategy = options.strategy
+            opts.simplex_dual_edge_weight_strategy = options.edge_weights
             opts.highs_debug_level = _h.HighsDebugLevel.kHighsDebugLevelNone
             opts.log_to_console = False
             opts.output_flag = False

@@ -113,9 +113,47 @@ def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None
     """Least time in which ``work`` can be finished (fractional GPU-time, gangs and capacities respected).
     ``warm``, ``names``: a warm start mapped by the rows' names, as in :func:`jct_plan` (the horizon
     is the LP's optimal value, the same from any start up to rounding)."""
+    return horizon(work, warm, names).s
+
+
+@dataclass(frozen=True, slots=True)
+class Horizon:
+    """A horizon LP's answer: ``s``, what :func:`horizon_s` returns, and the fluid plan behind it
+    (``hours[j]`` of pair j's gang on its type: ``work.pairs()``; empty where the LP had no pairs or failed)."""
+
+    s: float
+    work: Work
+    hours: FloatArray
+
+    def bound_s(self, after: Work) -> float:
+        """An upper bound on ``horizon_s(after)``, where ``after`` is this work with less left (the same
+        rates, gang sizes and capacities; groups' gangs as ``after`` counts them): the time of this
+        plan scaled, job by job, to exactly what is left. That scaled plan is a feasible point of
+        ``after``'s LP, so the LP's optimum is at most its time (inf where it cannot be built)."""
+        ii, rr = self.work.pairs()
+        if ii.size != self.hours.size or not np.isfinite(self.s):
+            return float("inf")
+        m, n = self.work.rates.shape
+        rem0 = self.work.remaining[ii]
+        served = np.bincount(ii, weights=self.work.rates[ii, rr] * _HOUR / rem0 * self.hours, minlength=m)
+        left = np.maximum(after.remaining, 0.0)
+        if np.any((left > 0) & (served <= 0)):
+            return float("inf")
+        y = self.hours * left[ii] / rem0 / np.where(served > 0, served, 1.0)[ii]
+        load = np.bincount(rr, weights=after.scale[ii] * y, minlength=n)
+        cap = after.capacity.astype(float)
+        if np.any((load > 0) & (cap <= 0)):
+            return float("inf")
+        per_type = np.divide(load, cap, out=np.zeros(n), where=cap > 0)
+        per_job = np.bincount(ii, weights=y, minlength=m) / after.gangs()
+        return float(max(per_type.max(initial=0.0), per_job.max(initial=0.0))) * _HOUR
+
+
+def horizon(work: Work, warm: highs.Warm | None = None, names: IntArray | None = None) -> Horizon:
+    """:func:`horizon_s` with the LP's plan (:class:`Horizon`)."""
     ii, rr = work.pairs()
     if ii.size == 0:
-        return 0.0
+        return Horizon(0.0, work, np.zeros(0))
     m, n = work.rates.shape
     k = ii.size
     frac = work.rates[ii, rr] * _HOUR / work.remaining[ii]  # share of the job's remaining work per hour
@@ -129,8 +167,8 @@ def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None
     named = None if names is None or n > 64 else _horizon_names(names, ii, rr, n)
     res = highs.minimize(c, a, b, warm=warm, names=named)
     if res is None:
-        return float("inf")
-    return round(float(res.x[h]) * _HOUR, _H_DIGITS)
+        return Horizon(float("inf"), work, np.zeros(0))
+    return Horizon(round(float(res.x[h]) * _HOUR, _H_DIGITS), work, np.maximum(res.x[:k], 0.0))
 
 
 def _horizon_names(rows: IntArray, ii: IntArray, rr: IntArray, n: int) -> tuple[IntArray, IntArray]:

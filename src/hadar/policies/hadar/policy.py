@@ -34,7 +34,7 @@ from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits, RateModel
 from hadar.policies.hadar import gangs, groups
 from hadar.policies.hadar.gangs import Counts
-from hadar.policies.hadar.keeper import Work, horizon_s, jct_plan, round_plan
+from hadar.policies.hadar.keeper import Horizon, Work, horizon, horizon_s, jct_plan, round_plan
 from hadar.policies.hadar.pace import paced
 from hadar.policies.hadar.params import PARAMS
 from hadar.policies.hadar.pricing import PriceBook
@@ -195,13 +195,14 @@ class HadarPolicy:
         grp = groups.group(x, work.remaining, scale, state.priority_weights(), self.lp_jobs)
         pw, hw = (None, None) if warm is None else warm
         names = None if warm is None else _row_names(state, grp)  # what warm starts map bases by
-        h = horizon_s(groups.lp_work(work, grp), hw, names)
+        hz = horizon(groups.lp_work(work, grp), hw, names)
+        h = hz.s
         if not np.isfinite(h):
             return self._priced(state, book, x, value, scale, order)
         counts = (self._jct_plan(state, value, work, grp, h, order, fresh, pw, names) if plan else None) or \
             self._priced(state, book, x, value, scale, order)
         if keep:
-            counts = self._keep(state, value, work, grp, h, counts, order, fresh, hw, names)
+            counts = self._keep(state, value, work, grp, hz, counts, order, fresh, hw, names)
         return counts
 
     def _priced(self, state: SchedulerState, book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray,
@@ -239,19 +240,25 @@ class HadarPolicy:
         fresh = np.array([j.attained_gpu_s <= 0 for j in state.jobs])
         return fresh if fresh.any() and not fresh.all() else None
 
-    def _keep(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
+    def _keep(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, hz: Horizon,
               counts: Counts, order: IntArray, fresh: BoolArray | None, hw: highs.Warm | None = None,
               names: IntArray | None = None) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
-        ``h`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
-        ``_shielded`` from it go first in the re-planned round (``hw``, ``names``: as ``horizon_s``'s)."""
-        x, scale, free = work.rates, work.scale, work.capacity
+        ``hz`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
+        ``_shielded`` from it go first in the re-planned round (``hw``, ``names``: as ``horizon_s``'s).
+        Where ``hz``'s own plan, scaled to what the placement leaves, shows the horizon keeps pace, the
+        placement stands without that LP (its optimum is at most the scaled plan's time)."""
+        x, scale, free, h = work.rates, work.scale, work.capacity, hz.s
         slack = self.keep_slack or 0.0
         if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
             slack = max(slack, self.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
         allowed = h - state.round_s * (1.0 - slack)
-        packed = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s)), hw, names)
-        if packed <= allowed * (1 + 1e-6) + 1e-6:
+        limit = allowed * (1 + 1e-6) + 1e-6
+        after = groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s))
+        if hz.bound_s(after) * (1 + 1e-7) + 1e-3 <= limit:  # margins: the LP's tolerances, its rounding
+            return counts
+        packed = horizon_s(after, hw, names)
+        if packed <= limit:
             return counts
         # whole gangs when every job can run at once and only the types are in question (the end of a
         # drain); where jobs compete for GPUs, a whole-gang round that must keep pace would, round after
