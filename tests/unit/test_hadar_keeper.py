@@ -198,11 +198,12 @@ def test_keep_fair_shields_jobs_that_never_ran_or_fell_behind() -> None:
     h = horizon_s(work)  # job 1 alone sets it: 32,400 s on its own, more than the 37,800 GPU-s of all on 2 GPUs
     assert h == pytest.approx(32400.0)
     fresh = np.array([False, False, True])
-    assert pol._shielded(st, work, fresh, h).tolist() == [1, 0, 1]
+    assert pol.shield().jobs(st, work, fresh, h).tolist() == [1, 0, 1]
     # keep_short alone: jobs with at most a round left (none here) and, with it, those that never ran
-    assert create("hadar", keep_own=None)._shielded(st, work, fresh, h).tolist() == [0, 0, 1]
-    assert create("hadar", keep_short=5.0, keep_own=None)._shielded(st, work, fresh, h).tolist() == [1, 0, 1]
-    assert create("hadar", keep_short=None, keep_own=None)._shielded(st, work, fresh, h) is None  # holds back anyone
+    assert create("hadar", keep_own=None).shield().jobs(st, work, fresh, h).tolist() == [0, 0, 1]
+    assert create("hadar", keep_short=5.0, keep_own=None).shield().jobs(st, work, fresh, h).tolist() == [1, 0, 1]
+    # the keeper may hold back anyone
+    assert create("hadar", keep_short=None, keep_own=None).shield().jobs(st, work, fresh, h) is None
 
 
 def test_keep_own_shields_jobs_far_shorter_than_the_job_that_sets_the_horizon() -> None:
@@ -220,14 +221,14 @@ def test_keep_own_shields_jobs_far_shorter_than_the_job_that_sets_the_horizon() 
     fresh = np.array([False, False, True])
     two = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([2]))
     assert horizon_s(two) == pytest.approx(32400.0)
-    assert create("hadar")._shielded(st, two, fresh, horizon_s(two)).tolist() == [1, 0, 1]
-    assert create("hadar", keep_own=0.01)._shielded(st, two, fresh, horizon_s(two)).tolist() == [0, 0, 1]
+    assert create("hadar").shield().jobs(st, two, fresh, horizon_s(two)).tolist() == [1, 0, 1]
+    assert create("hadar", keep_own=0.01).shield().jobs(st, two, fresh, horizon_s(two)).tolist() == [0, 0, 1]
     # ... but only once arrivals pause: job 2 arrived 200 s ago, within 2 % of the horizon (648 s)
-    assert create("hadar")._shielded(jobs(7000.0), two, fresh, horizon_s(two)).tolist() == [0, 0, 1]
+    assert create("hadar").shield().jobs(jobs(7000.0), two, fresh, horizon_s(two)).tolist() == [0, 0, 1]
     # on one GPU all the work sets the horizon (37,800 s > 1.01 x 32,400 s): only the job that never ran
     one = Work(st.throughput_matrix(), st.remaining_steps(), st.scale_factors().astype(int), np.array([1]))
     assert horizon_s(one) == pytest.approx(37800.0)
-    assert create("hadar")._shielded(st, one, fresh, horizon_s(one)).tolist() == [0, 0, 1]
+    assert create("hadar").shield().jobs(st, one, fresh, horizon_s(one)).tolist() == [0, 0, 1]
 
 
 def test_ftf_cap_gives_a_short_job_its_best_type_when_gangs_hold_it() -> None:

@@ -1,8 +1,13 @@
-"""Hadar's ``ftf_cap``: a bound on a short job's slowdown where the TTD keeper re-plans a round.
+"""Who the TTD keeper's re-plan may not hold back, and on which GPUs (:class:`Shield`).
 
-The keeper's re-plan maximizes the round's utility with all remaining work still fitting the
-horizon, and a job it shields (``first_round``, ``keep_short``) is only placed first, on the
-re-plan's type. So a job of a few minutes that arrives while gangs set the horizon can be put on
+Where the keeper re-plans a round (keeper.py), the jobs a ``Shield`` exempts go first in it:
+those with little left (``keep_short``), the last ones of a drain that one job's length sets
+(``keep_own``), those whose finish-time fairness so far is poor (``keep_fair``), and those that
+never ran (``first_round``).
+
+``ftf_cap`` bounds a short job's slowdown there. The keeper's re-plan maximizes the round's
+utility with all remaining work still fitting the horizon, and a job it shields is only placed
+first, on the re-plan's type. So a job of a few minutes that arrives while gangs set the horizon can be put on
 the slowest type although the JCT plan gave it the fastest (Philly 2869ce, docs/hadar.md). With
 ``ftf_cap``, a job that its best type would finish within the round, and that the re-plan would
 finish later than ``ftf_cap`` x its best-type time after its arrival while the JCT plan's round
@@ -11,13 +16,66 @@ would not, keeps the plan's GPUs. Whoever it displaces loses at most that round.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from hadar.arrays import FloatArray, IntArray
+from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.model.state import SchedulerState
 from hadar.policies.hadar import gangs
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work
+
+#: ``keep_own``: the horizon is one job's own length when it is at most this times the longest remaining time
+_OWN = 1.01
+#: ``keep_own`` waits for arrivals to pause: none within this share of the horizon (while jobs keep coming,
+#: the job that sets the horizon needs its best GPUs, and a job held back now can run on them later)
+_OWN_QUIET = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class Shield:
+    """The keeper's exemptions: the policy's ``keep_short``, ``keep_own``, ``keep_fair`` and ``ftf_cap``."""
+
+    short: float | None
+    own: float | None
+    fair: float | None
+    cap: float | None
+
+    def jobs(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float) -> IntArray | None:
+        """Jobs the keeper may not hold back (1, else 0; None: none): with ``short`` set, those whose
+        remaining best-type time is at most ``short`` rounds; with ``own`` set and the horizon ``h`` set
+        by one job's own length and no arrival within ``_OWN_QUIET`` x h, those with at most ``own`` x h
+        left; with ``fair`` set, those whose finish-time fairness so far, (now - arrival + remaining
+        best-type time) / best-type time of the whole job, exceeds ``fair``; with any, those that never
+        ran (``fresh``: the first-round rule's jobs)."""
+        if self.fair is None and self.short is None and self.own is None:
+            return None
+        top = work.best_rates()
+        best = np.where(top > 0, top, np.inf)
+        left = work.remaining / best
+        out = np.zeros(len(state.jobs), dtype=int)
+        if self.short is not None:
+            out |= left <= self.short * state.round_s
+        if self.own is not None and h <= _OWN * float(left.max()) and \
+                state.now_s - max(j.arrival_s for j in state.jobs) >= _OWN_QUIET * h:
+            out |= left <= self.own * h
+        if self.fair is not None:
+            total = np.array([j.total_steps for j in state.jobs], dtype=float)
+            arrival = np.array([j.arrival_s for j in state.jobs], dtype=float)
+            so_far = (state.now_s - arrival + left) / np.maximum(total / best, 1e-9)
+            out |= so_far > self.fair
+        if fresh is not None:
+            out = np.maximum(out, fresh.astype(int))
+        return out if out.any() else None
+
+    def apply(self, state: SchedulerState, work: Work, share: FloatArray, counts: Counts, fresh: BoolArray | None,
+              h: float) -> tuple[FloatArray, IntArray]:
+        """The keeper's re-plan ``share`` and its shield for ``gangs.from_plan`` (2: placed first, on the
+        JCT plan's GPUs ``counts``: ``paced``; 1: placed next, on the re-plan's types; 0: by the re-plan)."""
+        shield = self.jobs(state, work, fresh, h)
+        return paced(state, work, share, np.zeros(len(state.jobs), dtype=int) if shield is None else shield,
+                     counts, self.cap)
 
 
 def paced(state: SchedulerState, work: Work, share: FloatArray, shield: IntArray, counts: Counts,

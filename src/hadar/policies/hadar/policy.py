@@ -35,7 +35,7 @@ from hadar.policies.base import PolicyTraits, RateModel
 from hadar.policies.hadar import gangs, groups
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Horizon, Work, horizon, horizon_s, jct_plan, round_plan
-from hadar.policies.hadar.pace import paced
+from hadar.policies.hadar.pace import Shield
 from hadar.policies.hadar.params import PARAMS
 from hadar.policies.hadar.pricing import PriceBook
 from hadar.policies.hadar.share import shared_slots
@@ -245,7 +245,7 @@ class HadarPolicy:
               names: IntArray | None = None) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
         ``hz`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
-        ``_shielded`` from it go first in the re-planned round (``hw``, ``names``: as ``horizon_s``'s).
+        the ``shield`` exempts go first in the re-planned round (``hw``, ``names``: as ``horizon_s``'s).
         Where ``hz``'s own plan, scaled to what the placement leaves, shows the horizon keeps pace, the
         placement stands without that LP (its optimum is at most the scaled plan's time)."""
         x, scale, free, h = work.rates, work.scale, work.capacity, hz.s
@@ -272,39 +272,14 @@ class HadarPolicy:
             return counts
         share, price = got if grp is None else (groups.spread(grp, got[0], x, work.remaining, state.round_s)[0],
                                                 got[1][grp.index])
-        shield = self._shielded(state, work, fresh, h)
-        share, shield = paced(state, work, share, np.zeros(len(state.jobs), dtype=int) if shield is None else shield,
-                              counts, self.ftf_cap)
+        share, shield = self.shield().apply(state, work, share, counts, fresh, h)
         kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model, shield)
         rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)), hw, names)
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
-    def _shielded(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float) -> IntArray | None:
-        """Jobs the keeper may not hold back (1, else 0; None: none): with ``keep_short`` set, those
-        whose remaining best-type time is at most ``keep_short`` rounds; with ``keep_own`` set and the
-        horizon ``h`` set by one job's own length and no arrival within ``_OWN_QUIET`` x h, those with
-        at most ``keep_own`` x h left; with ``keep_fair`` set, those whose finish-time fairness so far,
-        (now - arrival + remaining best-type time) / best-type time of the whole job, exceeds
-        ``keep_fair``; with any, those that never ran (``first_round``)."""
-        if self.keep_fair is None and self.keep_short is None and self.keep_own is None:
-            return None
-        top = work.best_rates()
-        best = np.where(top > 0, top, np.inf)
-        left = work.remaining / best
-        out = np.zeros(len(state.jobs), dtype=int)
-        if self.keep_short is not None:
-            out |= left <= self.keep_short * state.round_s
-        if self.keep_own is not None and h <= _OWN * float(left.max()) and \
-                state.now_s - max(j.arrival_s for j in state.jobs) >= _OWN_QUIET * h:
-            out |= left <= self.keep_own * h
-        if self.keep_fair is not None:
-            total = np.array([j.total_steps for j in state.jobs], dtype=float)
-            arrival = np.array([j.arrival_s for j in state.jobs], dtype=float)
-            so_far = (state.now_s - arrival + left) / np.maximum(total / best, 1e-9)
-            out |= so_far > self.keep_fair
-        if fresh is not None:
-            out = np.maximum(out, fresh.astype(int))
-        return out if out.any() else None
+    def shield(self) -> Shield:
+        """The keeper's exemptions under this policy's ``keep_short``, ``keep_own``, ``keep_fair``, ``ftf_cap``."""
+        return Shield(self.keep_short, self.keep_own, self.keep_fair, self.ftf_cap)
 
     def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
                   order: IntArray, fresh: BoolArray | None, warm: highs.Warm | None,
@@ -331,13 +306,6 @@ class HadarPolicy:
         if live.size == 0:
             return None
         return PriceBook(state.capacities().astype(int), float(live.min()), float(live.max()), self.steepness)
-
-
-#: ``keep_own``: the horizon is one job's own length when it is at most this times the longest remaining time
-_OWN = 1.01
-#: ``keep_own`` waits for arrivals to pause: none within this share of the horizon (while jobs keep coming,
-#: the job that sets the horizon needs its best GPUs, and a job held back now can run on them later)
-_OWN_QUIET = 0.02
 
 
 def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:
