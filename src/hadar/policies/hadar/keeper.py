@@ -118,11 +118,13 @@ def horizon_s(work: Work, warm: highs.Warm | None = None, names: IntArray | None
 
 @dataclass(frozen=True, slots=True)
 class Horizon:
-    """A horizon LP's answer: ``s``, what :func:`horizon_s` returns, and the fluid plan behind it
-    (``hours[j]`` of pair j's gang on its type: ``work.pairs()``; empty where the LP had no pairs or failed)."""
+    """A horizon LP's answer: ``s``, what :func:`horizon_s` returns, and the fluid plan behind it:
+    ``hours[j]`` of job ``ii[j]``'s gang on type ``rr[j]`` (``work.pairs()``; none where the LP failed)."""
 
     s: float
     work: Work
+    ii: IntArray
+    rr: IntArray
     hours: FloatArray
 
     def bound_s(self, after: Work) -> float:
@@ -130,8 +132,8 @@ class Horizon:
         rates, gang sizes and capacities; groups' gangs as ``after`` counts them): the time of this
         plan scaled, job by job, to exactly what is left. That scaled plan is a feasible point of
         ``after``'s LP, so the LP's optimum is at most its time (inf where it cannot be built)."""
-        ii, rr = self.work.pairs()
-        if ii.size != self.hours.size or not np.isfinite(self.s):
+        ii, rr = self.ii, self.rr
+        if not np.isfinite(self.s):
             return float("inf")
         m, n = self.work.rates.shape
         rem0 = self.work.remaining[ii]
@@ -153,7 +155,7 @@ def horizon(work: Work, warm: highs.Warm | None = None, names: IntArray | None =
     """:func:`horizon_s` with the LP's plan (:class:`Horizon`)."""
     ii, rr = work.pairs()
     if ii.size == 0:
-        return Horizon(0.0, work, np.zeros(0))
+        return Horizon(0.0, work, ii, rr, np.zeros(0))
     m, n = work.rates.shape
     k = ii.size
     frac = work.rates[ii, rr] * _HOUR / work.remaining[ii]  # share of the job's remaining work per hour
@@ -167,8 +169,8 @@ def horizon(work: Work, warm: highs.Warm | None = None, names: IntArray | None =
     named = None if names is None or n > 64 else _horizon_names(names, ii, rr, n)
     res = highs.minimize(c, a, b, warm=warm, names=named)
     if res is None:
-        return Horizon(float("inf"), work, np.zeros(0))
-    return Horizon(round(float(res.x[h]) * _HOUR, _H_DIGITS), work, np.maximum(res.x[:k], 0.0))
+        return Horizon(float("inf"), work, ii, rr, np.zeros(k))
+    return Horizon(round(float(res.x[h]) * _HOUR, _H_DIGITS), work, ii, rr, np.maximum(res.x[:k], 0.0))
 
 
 def _horizon_names(rows: IntArray, ii: IntArray, rr: IntArray, n: int) -> tuple[IntArray, IntArray]:

@@ -42,16 +42,17 @@ class Shield:
     fair: float | None
     cap: float | None
 
-    def jobs(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float) -> IntArray | None:
+    def jobs(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float,
+             top: FloatArray | None = None) -> IntArray | None:
         """Jobs the keeper may not hold back (1, else 0; None: none): with ``short`` set, those whose
         remaining best-type time is at most ``short`` rounds; with ``own`` set and the horizon ``h`` set
         by one job's own length and no arrival within ``_OWN_QUIET`` x h, those with at most ``own`` x h
         left; with ``fair`` set, those whose finish-time fairness so far, (now - arrival + remaining
         best-type time) / best-type time of the whole job, exceeds ``fair``; with any, those that never
-        ran (``fresh``: the first-round rule's jobs)."""
+        ran (``fresh``: the first-round rule's jobs). ``top``: ``work.best_rates()``, where known."""
         if self.fair is None and self.short is None and self.own is None:
             return None
-        top = work.best_rates()
+        top = work.best_rates() if top is None else top
         best = np.where(top > 0, top, np.inf)
         left = work.remaining / best
         out = np.zeros(len(state.jobs), dtype=int)
@@ -73,20 +74,21 @@ class Shield:
               h: float) -> tuple[FloatArray, IntArray]:
         """The keeper's re-plan ``share`` and its shield for ``gangs.from_plan`` (2: placed first, on the
         JCT plan's GPUs ``counts``: ``paced``; 1: placed next, on the re-plan's types; 0: by the re-plan)."""
-        shield = self.jobs(state, work, fresh, h)
+        top = work.best_rates()  # read by both rules
+        shield = self.jobs(state, work, fresh, h, top)
         return paced(state, work, share, np.zeros(len(state.jobs), dtype=int) if shield is None else shield,
-                     counts, self.cap)
+                     counts, self.cap, top)
 
 
 def paced(state: SchedulerState, work: Work, share: FloatArray, shield: IntArray, counts: Counts,
-          cap: float | None) -> tuple[FloatArray, IntArray]:
+          cap: float | None, top: FloatArray) -> tuple[FloatArray, IntArray]:
     """The keeper's re-plan ``share`` (and its ``shield``, for ``gangs.from_plan``) with ``cap``: a job its
     best type would finish within this round, that the re-plan would finish later than ``cap`` x its
     best-type time after arrival while the JCT plan's round ``counts`` would not (on one type), keeps
-    the plan's GPUs, ahead of the re-plan (``shield`` 2)."""
+    the plan's GPUs, ahead of the re-plan (``shield`` 2). ``top``: each job's ``work.best_rates()``."""
     if cap is None:
         return share, shield
-    left, top = work.remaining, work.best_rates()
+    left = work.remaining
     short = (top > 0) & (left > 0) & (left <= top * state.round_s)
     if not short.any():
         return share, shield
