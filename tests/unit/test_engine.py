@@ -104,3 +104,36 @@ def test_unknown_job_type_and_gpu_type(table):
         simulate([job(0)], parse_cluster("h100=2"), table, FastestTypePolicy())
     with pytest.raises(InputError, match="scale factor 3"):
         simulate([job(0, sf=3)], parse_cluster("4:0:0"), table, FastestTypePolicy())
+
+
+def test_the_loop_collects_young_garbage_less_often_and_restores_the_collector(table):
+    """A round's short-lived objects must not be promoted by young collections (engine._YOUNG_GC): the
+    threshold is raised while the loop runs and is what it was afterwards, also when the run fails."""
+    import gc
+
+    from hadar import engine
+
+    seen: list[int] = []
+
+    class Watching(FastestTypePolicy):
+        def allocate(self, state):
+            seen.append(gc.get_threshold()[0])
+            return super().allocate(state)
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        simulate([job(0, steps=2000.0), job(1, steps=500.0, arrival=100.0)], parse_cluster("1:1:0"), table,
+                 Watching())
+        assert seen and set(seen) == {engine._YOUNG_GC}
+        assert gc.get_threshold() == (700, 10, 10)
+
+        class Failing(FastestTypePolicy):
+            def allocate(self, state):
+                raise RuntimeError("policy failed")
+
+        with pytest.raises(RuntimeError, match="policy failed"):
+            simulate([job(0)], parse_cluster("1:0:0"), table, Failing())
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
