@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -74,16 +74,27 @@ DUAL = Options(presolve="off", solver="simplex")
 DUAL_PRESOLVE = Options(presolve="choose", solver="choose", edge_weights=2)
 
 
-@dataclass(frozen=True, slots=True)
 class LPResult:
     """A solved LP: ``status`` 0 = optimal (else ``x`` and ``dual`` are empty, ``fun`` NaN); ``dual``:
-    one per row, linprog's marginals' sign."""
+    one per row, linprog's marginals' sign, converted from HiGHS's solution when first read (most of
+    Hadar's LPs never read it)."""
 
-    status: int
-    message: str
-    x: FloatArray = field(default_factory=lambda: np.zeros(0))
-    fun: float = math.nan
-    dual: FloatArray = field(default_factory=lambda: np.zeros(0))
+    __slots__ = ("_dual", "fun", "message", "status", "x")
+
+    def __init__(self, status: int, message: str, x: FloatArray | None = None, fun: float = math.nan,
+                 dual: FloatArray | Any = None) -> None:
+        self.status, self.message, self.fun = status, message, fun
+        self.x = np.zeros(0) if x is None else x
+        self._dual = dual  # an array, or HiGHS's solution (a copy: its row duals are read on demand)
+
+    @property
+    def dual(self) -> FloatArray:
+        if self._dual is None:
+            self._dual = np.zeros(0)
+        elif not isinstance(self._dual, np.ndarray):
+            self._dual = np.array(self._dual.row_dual, dtype=float)
+        out: FloatArray = self._dual
+        return out
 
 
 class Basis:
@@ -284,8 +295,7 @@ def _run(native: Any, cost: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, 
     if basis is not None and np.isfinite(hi).all() and not np.isfinite(hi_col).any() and \
             bool(np.all((lo == hi) | ~np.isfinite(lo))):
         basic = (np.asarray(h.getBasicVariables()[1], dtype=np.int64), n_col, n_row)
-    return LPResult(0, "optimal", np.array(sol.col_value), float(h.getObjectiveValue()),
-                    np.array(sol.row_dual)), basis, basic
+    return LPResult(0, "optimal", np.array(sol.col_value, dtype=float), float(h.getObjectiveValue()), sol), basis, basic
 
 
 def minimize(c: FloatArray, a: Csc | sp.csr_matrix | sp.csc_matrix, upper: FloatArray, *,
