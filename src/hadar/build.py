@@ -100,6 +100,7 @@ def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Exe
     traits = policy.traits
     ledger = make_ledger(run_cluster(cluster, table, gavel_compat), table, round_s,
                          track_copies=track_copies or traits.forks)
+    ledger.counters = traits.planner == "rounds"  # the one planner that reads Gavel's counters
     planner = make_planner(traits, seed, gavel_compat=gavel_compat, fork_efficiency=fork_efficiency)
     engine = Engine(policy, planner, executor, clock, ledger,
                     cadence=make_cadence(gavel_compat), on_event=on_event, on_progress=on_progress)

@@ -96,3 +96,29 @@ def test_outside_gavel_compat_spare_gpus_go_out_after_every_positive_priority(ta
     alloc = Allocation(state.job_ids, state.gpu_types, np.array([[0.0, 1.0], [0.0, 0.0]]))
     assert _on(GavelRoundPlanner().plan(state, alloc, None), ledger) == {0: "v100", 1: "p100"}
     assert _on(GavelRoundPlanner(spare_last=True).plan(state, alloc, None), ledger) == {0: "p100", 1: "v100"}
+
+
+def test_only_the_rounds_planner_gets_gavels_counters(table):
+    """The ledger keeps time-received counters and deficits only where the rounds planner reads them
+    (build.wire); without them a re-solve just advances the reset time and count, and the views carry
+    the seeds."""
+    from hadar.build import policy_for_run, wire
+    from hadar.clock import VirtualClock
+    from hadar.sim.executor import SimulatedExecutor
+
+    cluster = parse_cluster("2:0:0")
+    kept = {}
+    for name in ("max_min_fairness_perf", "hadar", "hadare"):
+        executor = SimulatedExecutor(cluster, table)
+        _, ledger = wire(policy_for_run(name).policy, cluster, table, executor, VirtualClock(), round_s=360.0)
+        kept[name] = ledger.counters
+        ledger.add(job(0))
+        state = ledger.snapshot(0.0)
+        alloc = Allocation(state.job_ids, ("v100",), np.array([[1.0]]))
+        ledger.reset_counters(720.0, alloc)
+        view = ledger.snapshot(720.0).jobs[0]
+        assert ledger.last_reset_s == 720.0 and ledger.resolves == 1
+        # LAS: the job should have had 720 s on the V100 and had none (its seed of half a round)
+        assert view.deficit_s == ((720.0,) if ledger.counters else (0.0,))
+        assert view.received_s == (180.0,)
+    assert kept == {"max_min_fairness_perf": True, "hadar": False, "hadare": False}

@@ -103,6 +103,7 @@ class JobLedger:
         self.active: dict[int, JobRecord] = {}  # insertion (= id) order
         self.gpu_busy_s = [0.0] * cluster.num_gpus
         self.last_reset_s = 0.0
+        self.counters = True  # keep Gavel's per-type counters (build.wire: where the rounds planner reads them)
         self.need_update = False
         self.memo: Mapping[str, Any] = {}
         self.lease_extensions = 0
@@ -134,8 +135,7 @@ class JobLedger:
             self.first_arrival_s = job.arrival_s
 
     def snapshot(self, now_s: float) -> SchedulerState:
-        """The active jobs as they are now (views of records that did not change since the last
-        snapshot are reused: they are frozen and equal)."""
+        """The active jobs as they are now (unchanged records' views reused: they are frozen and equal)."""
         views = self._views
         if views is None:
             views = self._views = tuple([r.view or _view(r) for r in self.active.values()])
@@ -222,13 +222,15 @@ class JobLedger:
         self.need_update = True
 
     def stall_reset(self) -> None:
-        """Gavel's stall breaker (every job arrived, a round ran nothing): the reset time goes back to 0,
-        which allows an immediate re-solve and, as in Gavel, counts the whole run in the next deficits."""
+        """Gavel's stall breaker (all arrived, a round ran nothing): an immediate re-solve, whole run counted."""
         self.last_reset_s = 0.0
 
     # ---- Gavel's counter reset (at every re-solve) -----------------------------
     def reset_counters(self, now_s: float, allocation: Allocation | None) -> None:
         """Fold time received since the last reset into deficits; reseed counters."""
+        if not self.counters:  # none kept (the views carry their seeds): only the reset's time and count
+            self.last_reset_s, self.resolves = now_s, self.resolves + 1
+            return
         elapsed, seed, n = now_s - self.last_reset_s, self.round_s / 2.0, len(self.types)
         seeds = [seed] * n
         # per type, allocation.fraction(jid, t) * elapsed from its row (a type or job it lacks: 0.0 * elapsed)
@@ -243,7 +245,7 @@ class JobLedger:
             for j in range(n):
                 old = owed[j]
                 new = owed[j] = old + (should[j] - (got[j] - seed))
-                if not changed and (new != old or (new == 0.0 and _signbit(new) != _signbit(old))):
+                if not changed and (new != old or (new == 0.0 and math.copysign(1.0, new) != math.copysign(1.0, old))):
                     changed = True
             got[:] = seeds
             if changed:
@@ -329,10 +331,12 @@ class JobLedger:
                 self._types_of.clear()
             index = sorted({self._type_index[g] for g in gpus})
             used = self._types_of[gpus] = tuple((j, self.types[j]) for j in index)
-        steps, received, by_type = res.steps, rec.received_s, rec.steps_by_type
+        steps, by_type = res.steps, rec.steps_by_type
         share = steps / len(used) if used else 0.0  # each type's even share of the steps
-        for j, t in used:
-            received[j] += busy
+        if self.counters:
+            for j, _ in used:
+                rec.received_s[j] += busy
+        for _, t in used:
             by_type[t] = by_type.get(t, 0.0) + share
         rec.remaining -= steps
         if rec.remaining <= rec.done_at and rec.finish_s is None:
@@ -382,10 +386,6 @@ class JobLedger:
 def done_at(job: Job) -> float:
     """Remaining steps at or below which ``job`` counts as finished (round-off of its step count)."""
     return DONE_EPS * max(1.0, float(job.total_steps))
-
-
-def _signbit(x: float) -> bool:
-    return math.copysign(1.0, x) < 0
 
 
 def _view(r: JobRecord) -> JobView:
