@@ -1,8 +1,8 @@
 """The JobLedger: the only mutable bookkeeping of a run.
 
 It admits jobs, applies round reports (progress, attained service, finish
-times), keeps Gavel's per-(job, type) time-received counters and deficits,
-and produces frozen ``SchedulerState`` snapshots. Forked copies' progress
+times), keeps Gavel's per-(job, type) time-received counters and deficits
+(where the rounds planner reads them), and produces frozen ``SchedulerState`` snapshots. Forked copies' progress
 (HadarE) adds up here identically for the simulator and the runtime.
 """
 
