@@ -129,6 +129,18 @@ def run_case(workload: str, size: int, policy: str, philly: Path, timeout: float
     return row | json.loads(out[0]) | {"status": "ok"}
 
 
+def _bad_args(workloads: list[str], sizes: list[str], philly: Path) -> str | None:
+    """What is wrong with the command line, in one line (None: nothing), before any case starts."""
+    unknown = [w for w in workloads if w not in ("generated", "philly")]
+    if unknown:
+        return f"unknown workload {unknown[0]!r} (generated or philly)"
+    if not all(s.strip().isdigit() and int(s) > 0 for s in sizes):
+        return f"--sizes must be positive whole job counts, got {','.join(sizes)!r}"
+    if "philly" in workloads and not philly.is_file():
+        return f"Philly's job table not found at {philly} (give it with --philly FILE)"
+    return None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000,50000")
@@ -142,6 +154,10 @@ def main() -> None:
     if args.one:
         print(json.dumps(one(args.one[0], int(args.one[1]), args.one[2], args.philly)))
         return
+    problem = _bad_args(args.workloads.split(","), args.sizes.split(","), args.philly)
+    if problem:
+        print(f"bench_scale.py: {problem}", file=sys.stderr)
+        raise SystemExit(2)
     print(f"{'workload':10} {'jobs':>6} {'policy':22} {'wall s':>8} {'peak MB':>8} {'rounds':>7} "
           f"{'avg JCT h':>9}  cluster", flush=True)
     rows = []

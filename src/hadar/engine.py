@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import gc
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -54,15 +55,30 @@ IDLE_POLL_S = 0.5
 _YOUNG_GC = 100_000
 
 
+_gc_lock = threading.Lock()
+_gc_saved: list[tuple[int, ...]] = []  # the threshold before the first loop running now raised it
+_gc_loops = [0]  # loops running now in this process (the service's engine thread beside another)
+
+
 @contextlib.contextmanager
 def _round_garbage() -> Iterator[None]:
-    """The collector's young threshold at least ``_YOUNG_GC`` for the loop, then as it was."""
-    old = gc.get_threshold()
-    gc.set_threshold(max(old[0], _YOUNG_GC), *old[1:])
+    """The collector's young threshold at least ``_YOUNG_GC`` while any loop runs, then as it was.
+
+    The threshold is the process's: the first loop to start raises it and the last to end puts it
+    back, whatever order loops in several threads end in."""
+    with _gc_lock:
+        if _gc_loops[0] == 0:
+            old = gc.get_threshold()
+            _gc_saved[:] = [old]
+            gc.set_threshold(max(old[0], _YOUNG_GC), *old[1:])
+        _gc_loops[0] += 1
     try:
         yield
     finally:
-        gc.set_threshold(*old)
+        with _gc_lock:
+            _gc_loops[0] -= 1
+            if _gc_loops[0] == 0:
+                gc.set_threshold(*_gc_saved.pop())
 
 
 class RoundPlanner(Protocol):

@@ -137,3 +137,39 @@ def test_the_loop_collects_young_garbage_less_often_and_restores_the_collector(t
         assert gc.get_threshold() == (700, 10, 10)
     finally:
         gc.set_threshold(*before)
+
+
+def test_loops_in_two_threads_put_the_collector_back_whatever_order_they_end_in():
+    """The threshold is the process's: a loop that starts while another runs and ends first must not
+    restore the raised value, nor the other one leave it raised (the service's engine beside another)."""
+    import gc
+    import threading
+
+    from hadar import engine
+
+    before = gc.get_threshold()
+    first_in, second_in, first_may_end = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, int] = {}
+
+    def first() -> None:
+        with engine._round_garbage():
+            first_in.set()
+            second_in.wait(10)
+            first_may_end.wait(10)
+        seen["after first"] = gc.get_threshold()[0]
+
+    try:
+        gc.set_threshold(700, 10, 10)
+        t = threading.Thread(target=first)
+        t.start()
+        first_in.wait(10)
+        with engine._round_garbage():  # starts second, ends before the first
+            second_in.set()
+            seen["inside both"] = gc.get_threshold()[0]
+        seen["second ended"] = gc.get_threshold()[0]
+        first_may_end.set()
+        t.join(10)
+        assert seen == {"inside both": engine._YOUNG_GC, "second ended": engine._YOUNG_GC, "after first": 700}
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
