@@ -53,7 +53,9 @@ class EventModel:
         self.scale = np.array([j.scale_factor for j in jobs])
         self.arrival = np.array([j.arrival_s for j in jobs], dtype=float)
         self.caps = np.array([cluster.count(t) for t in self.types])
-        self.fastest = [[int(r) for r in np.argsort(d) if np.isfinite(d[r])] for d in self.dur]
+        # per job, the types it can run on (a finite time and at least W GPUs), fastest first
+        self.fastest = [[int(r) for r in np.argsort(d) if np.isfinite(d[r]) and self.caps[r] >= w]
+                        for d, w in zip(self.dur, self.scale, strict=True)]
 
     def completions(self, rank: np.ndarray, ban: np.ndarray) -> np.ndarray:
         """Completion times (s) when jobs go in increasing ``rank`` and job i never runs on r where ``ban[i, r]``."""
