@@ -81,6 +81,17 @@ def test_csv_and_yaml_job_lists_sorted_by_arrival(tmp_path):
     assert [(j.job_type, j.total_steps, j.arrival_s) for j in jobs] == [("A3C", 10, 0.0), ("CycleGAN", 5, 3.0)]
 
 
+def test_a_csv_line_short_of_cells_is_an_error_while_empty_cells_are_not(tmp_path):
+    """A truncated CSV line must not run with its missing arrival read as 0; an empty optional cell is fine."""
+    p = tmp_path / "j.csv"
+    p.write_text("job_type,scale_factor,total_steps,arrival_s,priority_weight\nA3C,1,100,50,\nA3C,1,100\n")
+    with pytest.raises(InputError) as e:
+        read_jobs(p)
+    assert str(e.value) == "j.csv:3: 3 cells where the header has 5 columns (a truncated line?)"
+    p.write_text("job_type,scale_factor,total_steps,arrival_s,priority_weight\nA3C,1,100,50,\nA3C,1,100,,\n")
+    assert [(j.arrival_s, j.priority_weight) for j in read_jobs(p)] == [(0.0, 1.0), (50.0, 1.0)]
+
+
 @pytest.mark.parametrize(("content", "message"), [
     ("jobs:\n  - {job_type: A3C}\n", "missing total_steps"),
     ("jobs:\n  - {job_type: A3C, total_steps: 5, gpu: 2}\n", "unknown job field"),

@@ -169,6 +169,9 @@ def _read_csv(p: Path) -> list[Job]:
         for n, row in enumerate(reader, start=2):
             if None in row:
                 raise InputError(f"{p.name}:{n}: more cells than the header has columns")
+            if any(v is None for v in row.values()):  # an empty cell reads as "", a missing one as None
+                raise InputError(f"{p.name}:{n}: {sum(v is not None for v in row.values())} cells where the header "
+                                 f"has {len(names)} columns (a truncated line?)")
             rec = {k: v for k, v in row.items() if (v not in (None, "") or k not in known)}
             jobs.append(_from_record({k: "" if v is None else v for k, v in rec.items()}, f"{p.name}:{n}", n - 2,
                                      p.parent, carry=True))
