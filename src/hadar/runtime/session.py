@@ -22,11 +22,15 @@ Security defaults: a Ray cluster runs whatever code reaches it, so
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
+import socket
 import stat
-from collections.abc import Iterable, Mapping
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,16 +122,68 @@ def start_local(cluster: Cluster, *, dashboard_host: str | None = None, num_cpus
     return RaySession(cluster, pins, emulated=True, address=None, auth=auth_in_force())
 
 
+def _silent(address: str, timeout_s: float = 5.0) -> str | None:
+    """Why nothing answers at ``address`` (``HOST:PORT``, or ``ray://HOST:PORT``), or None: something
+    does, or the address names no port (``auto``). Ray itself retries an address that does not answer
+    for minutes (20 tries of 30 s each where packets are dropped) before it gives up."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        return f"nothing answers at {host}:{port} ({e.strerror or type(e).__name__})"
+    return None
+
+
+class _Held:
+    passed = False  # the join worked: what was written goes to stderr after all
+
+
+@contextlib.contextmanager
+def _held_stderr() -> Iterator[_Held]:
+    """Hold what is written to file descriptor 2 while joining: Ray's C++ client writes a warning
+    line there per second it retries an address that does not answer (some twenty before it gives up),
+    ahead of the one line that says so. Where the join works, it is written out after all; where it
+    fails, it goes to this module's log at debug level."""
+    held = _Held()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error to hold
+        yield held
+        return
+    with tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield held
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace")
+            if text and held.passed:
+                os.write(2, text.encode())
+            elif text:
+                log.debug("Ray while joining: %s", text)
+
+
 def join(address: str) -> str:
     """Connect this driver to the existing Ray cluster at ``address``, with token authentication unless
     ``RAY_AUTH_MODE=disabled`` accepts the risk; returns the mode in force. ``connect`` and ``hadar compare
     --address`` (``hadar.sweep``) both join through here."""
     check_auth_env()
     _driver_token_mode()
+    silent = _silent(address)
+    if silent:
+        raise RuntimeFailure(f"could not connect to the Ray cluster at {address}: {silent}")
     import ray
 
     try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
+        with _held_stderr() as held:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
+            held.passed = True
     except (RuntimeError, ConnectionError, ValueError, ray.exceptions.RayError) as e:
         raise RuntimeFailure(f"could not connect to the Ray cluster at {address}: {type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else ''} (with token authentication, the driver "
