@@ -10,10 +10,12 @@ Hadar's is out of any scheduler's reach: 0.97x LAS's avg JCT is below the JCT bo
 its fastest type from its arrival), i.e. LAS is within 3 % of the best possible. A progress bar
 on stderr only on a terminal. With `--fork-efficiency FILE` (or `calibrated`, the bundled
 measurement) HadarE also runs with its forked progress credited as the file says: a
-`hadare-calibrated` row, checked against the same goal.
+`hadare-calibrated` row, checked against the same goal. `--set windows` runs, in place of the 12
+slices, 19 two-day windows (every virtual cluster from three start dates, where it has jobs) on
+16:16:16, as issue 17's example command imports them: windows nobody chose for Hadar.
 
-    .venv/bin/python bench/bench_real_traces.py [--philly FILE] [--slices NAME,NAME] [--policies A,B]
-        [--fork-efficiency FILE]
+    .venv/bin/python bench/bench_real_traces.py [--philly FILE] [--set slices|windows] [--slices NAME,NAME]
+        [--policies A,B] [--fork-efficiency FILE]
 """
 
 from __future__ import annotations
@@ -53,11 +55,30 @@ WORKLOADS: tuple[tuple[str, str, str, int, str, int], ...] = (
     ("2869ce oct01 16x8-GPU", "2869ce", "2017-10-01", 30, "16:16:16", 8),
 )
 
+# `--set windows`: every virtual cluster's 2-day windows from three start dates that hold jobs, on
+# 16:16:16 with one GPU per node, as issue 17's example command imports them (`--days 2`): windows
+# nobody picked for Hadar. name, virtual cluster, start, days, cluster, GPUs per node
+WINDOW_DAYS = 2.0
+WINDOWS: tuple[tuple[str, str, str, int, str, int], ...] = tuple(
+    (f"{vc} {start[5:]} 2d", vc, start, 0, "16:16:16", 1) for vc, start in (
+        ("6214e9", "2017-10-03"), ("6214e9", "2017-11-20"), ("6214e9", "2017-12-10"),
+        ("11cb48", "2017-10-03"), ("11cb48", "2017-11-20"), ("11cb48", "2017-12-10"),
+        ("6c71a0", "2017-10-03"), ("6c71a0", "2017-11-20"), ("6c71a0", "2017-12-10"),
+        ("b436b2", "2017-11-20"), ("b436b2", "2017-12-10"),
+        ("ee9e8c", "2017-10-03"), ("ee9e8c", "2017-11-20"), ("ee9e8c", "2017-12-10"),
+        ("0e4a51", "2017-11-20"), ("0e4a51", "2017-12-10"), ("ed69ec", "2017-10-03"),
+        ("2869ce", "2017-10-03"), ("2869ce", "2017-11-20")))
+SETS = {"slices": WORKLOADS, "windows": WINDOWS}
+
 
 def workload(philly: Path, vc: str, start: str, jobs: int, folder: Path) -> Path:
+    """The slice's jobs as a CSV in ``folder``: the first ``jobs`` from ``start``, or (``jobs`` 0) the
+    jobs of ``WINDOW_DAYS`` days from it."""
     table = ThroughputTable.load()
-    rows = import_trace(philly, PHILLY, Selection(where=((PHILLY_GROUP, vc),), start=start, jobs=jobs), table)
-    out = folder / f"{vc}-{start}-{jobs}.csv"
+    pick = Selection(where=((PHILLY_GROUP, vc),), start=start, jobs=jobs) if jobs else Selection(
+        where=((PHILLY_GROUP, vc),), start=start, days=WINDOW_DAYS)
+    rows = import_trace(philly, PHILLY, pick, table)
+    out = folder / f"{vc}-{start}-{jobs or f'{WINDOW_DAYS:g}d'}.csv"
     write_rows(rows, out)
     return out
 
@@ -111,8 +132,10 @@ def row(name: str, policy: str, s: dict[str, Any], las: dict[str, Any] | None, o
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--philly", type=Path, default=PHILLY_FILE, help="Philly's job table")
+    ap.add_argument("--set", choices=sorted(SETS), default="slices",
+                    help="the 12 slices of the sweep (default) or 19 two-day windows on 16:16:16")
     ap.add_argument("--slices", "--only", dest="only", default="",
-                    help="comma-separated workload names (default: all)")
+                    help="comma-separated workload names of the set (default: all)")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--fork-efficiency", help="also run HadarE with this fork-efficiency file ('calibrated': bundled)")
     args = ap.parse_args()
@@ -122,10 +145,12 @@ def main() -> None:
         print(f"bench_real_traces: error: {e}", file=sys.stderr)
         sys.exit(2)
     if not args.philly.is_file():
-        sys.exit(f"no Philly job table at {args.philly} (--philly FILE; docs/traces.md says where to get it)")
+        print(f"bench_real_traces: error: no Philly job table at {args.philly} (--philly FILE; docs/traces.md "
+              "says where to get it)", file=sys.stderr)
+        sys.exit(2)
     only = set(args.only.split(",")) if args.only else None
     policies = tuple(p for p in args.policies.split(",") if p)
-    chosen = [w for w in WORKLOADS if only is None or w[0] in only]
+    chosen = [w for w in SETS[args.set] if only is None or w[0] in only]
     tty = sys.stderr.isatty()
     print(f"{'workload':24} {'policy':22} " + " ".join(f"{c:>9}" for c in COLUMNS) + "  goal", flush=True)
     missed = {"hadar": 0, "hadare": 0, CALIBRATED: 0}
