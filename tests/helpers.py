@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
 from hadar.model.job import Job
@@ -81,3 +84,14 @@ def gang_cluster():
     from hadar.model.cluster import Cluster, Node
 
     return Cluster((Node("gang-a", "v100", 1), Node("gang-b", "v100", 1)))
+
+
+def load_bench(name: str) -> Any:
+    """``bench/NAME.py`` as a module (the benches are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "bench" / f"{name}.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pytest
 
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
+from tests.helpers import load_bench
 
-ROOT = Path(__file__).resolve().parents[2]
 # a 2-GPU job runs twice as fast on "fast", but the cluster has one fast GPU
 TABLE = ThroughputTable({("a", 2): {"fast": 4.0, "slow": 2.0}, ("a", 1): {"fast": 2.0, "slow": 1.0}})
 CLUSTER = Cluster.from_counts({"fast": 1, "slow": 2})
 
 
-def load_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_jct_reference", ROOT / "bench" / "bench_jct_reference.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_a_gang_larger_than_a_type_is_never_searched_onto_it() -> None:
-    bench = load_bench()
+    bench = load_bench("bench_jct_reference")
     jobs = [Job(job_id=0, job_type="a", scale_factor=2, total_steps=400, arrival_s=0.0),
             Job(job_id=1, job_type="a", scale_factor=1, total_steps=200, arrival_s=0.0)]
     model = bench.EventModel(jobs, CLUSTER, TABLE)

@@ -8,16 +8,15 @@ each job a fixed JCT per policy (Gavel 3600 s, Sia 1800 s; 2700 s when the workl
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hadar.errors import HadarError
+from tests.helpers import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).parent / "data" / "sia"
@@ -37,15 +36,7 @@ with open(out, "w") as f:
 '''
 
 
-def load_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_sia", ROOT / "bench" / "bench_sia.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-bench = load_bench()
+bench = load_bench("bench_sia")
 
 
 def fake_sia(tmp_path: Path, scale: float = 1.0) -> Path:
