@@ -75,8 +75,7 @@ def workload(philly: Path, vc: str, start: str, jobs: int, folder: Path) -> Path
     """The slice's jobs as a CSV in ``folder``: the first ``jobs`` from ``start``, or (``jobs`` 0) the
     jobs of ``WINDOW_DAYS`` days from it."""
     table = ThroughputTable.load()
-    pick = Selection(where=((PHILLY_GROUP, vc),), start=start, jobs=jobs) if jobs else Selection(
-        where=((PHILLY_GROUP, vc),), start=start, days=WINDOW_DAYS)
+    pick = Selection(where=((PHILLY_GROUP, vc),), start=start, jobs=jobs or None, days=None if jobs else WINDOW_DAYS)
     rows = import_trace(philly, PHILLY, pick, table)
     out = folder / f"{vc}-{start}-{jobs or f'{WINDOW_DAYS:g}d'}.csv"
     write_rows(rows, out)

@@ -55,9 +55,13 @@ IDLE_POLL_S = 0.5
 _YOUNG_GC = 100_000
 
 
-_gc_lock = threading.Lock()
-_gc_saved: list[tuple[int, ...]] = []  # the threshold before the first loop running now raised it
-_gc_loops = [0]  # loops running now in this process (the service's engine thread beside another)
+class _Collector:
+    """The loops running now in this process (the service's engine thread beside another, say) and
+    the collector's threshold from before the first of them raised it."""
+
+    lock = threading.Lock()
+    loops = 0
+    saved: tuple[int, ...] = ()
 
 
 @contextlib.contextmanager
@@ -66,19 +70,18 @@ def _round_garbage() -> Iterator[None]:
 
     The threshold is the process's: the first loop to start raises it and the last to end puts it
     back, whatever order loops in several threads end in."""
-    with _gc_lock:
-        if _gc_loops[0] == 0:
-            old = gc.get_threshold()
-            _gc_saved[:] = [old]
+    with _Collector.lock:
+        if _Collector.loops == 0:
+            _Collector.saved = old = gc.get_threshold()
             gc.set_threshold(max(old[0], _YOUNG_GC), *old[1:])
-        _gc_loops[0] += 1
+        _Collector.loops += 1
     try:
         yield
     finally:
-        with _gc_lock:
-            _gc_loops[0] -= 1
-            if _gc_loops[0] == 0:
-                gc.set_threshold(*_gc_saved.pop())
+        with _Collector.lock:
+            _Collector.loops -= 1
+            if _Collector.loops == 0:
+                gc.set_threshold(*_Collector.saved)
 
 
 class RoundPlanner(Protocol):

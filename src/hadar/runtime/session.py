@@ -136,34 +136,31 @@ def _silent(address: str, timeout_s: float = 5.0) -> str | None:
     return None
 
 
-class _Held:
-    passed = False  # the join worked: what was written goes to stderr after all
-
-
 @contextlib.contextmanager
-def _held_stderr() -> Iterator[_Held]:
+def _held_stderr() -> Iterator[None]:
     """Hold what is written to file descriptor 2 while joining: Ray's C++ client writes a warning
     line there per second it retries an address that does not answer (some twenty before it gives up),
-    ahead of the one line that says so. Where the join works, it is written out after all; where it
-    fails, it goes to this module's log at debug level."""
-    held = _Held()
+    ahead of the one line that says so. Where the body ends normally (the join worked), it is written
+    out after all; where it raises, it goes to this module's log at debug level."""
     try:
         saved = os.dup(2)
     except OSError:  # no standard error to hold
-        yield held
+        yield
         return
+    passed = False
     with tempfile.TemporaryFile() as tmp:
         sys.stderr.flush()
         os.dup2(tmp.fileno(), 2)
         try:
-            yield held
+            yield
+            passed = True
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
             tmp.seek(0)
             text = tmp.read().decode(errors="replace")
-            if text and held.passed:
+            if text and passed:
                 os.write(2, text.encode())
             elif text:
                 log.debug("Ray while joining: %s", text)
@@ -181,9 +178,8 @@ def join(address: str) -> str:
     import ray
 
     try:
-        with _held_stderr() as held:
+        with _held_stderr():
             ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
-            held.passed = True
     except (RuntimeError, ConnectionError, ValueError, ray.exceptions.RayError) as e:
         raise RuntimeFailure(f"could not connect to the Ray cluster at {address}: {type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else ''} (with token authentication, the driver "
