@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from hadar import engine
 from hadar.config import parse_cluster
 from hadar.errors import InfeasibleError, InputError
 from hadar.policies.base import PolicyTraits
@@ -76,6 +77,29 @@ def test_cut_rounds_keeps_whole_rounds_when_no_gpu_is_idle(table):
     first = next(e for e in r.events if e["event"] == "round")
     assert first["end"] - first["t"] == pytest.approx(math.floor(rate * 360) / rate)  # not cut at t = 100
     assert {row.job_id: row for row in r.rows}[1].first_start_s > 100.0
+
+
+def test_an_arrival_ends_a_round_no_sooner_than_the_spacing(table, monkeypatch):
+    """engine.CUT_S_PER_JOB: with one job active and 100 s per active job, an arrival at 50 s on an
+    idle GPU starts at 100 s (the spacing), one at 150 s at once."""
+    monkeypatch.setattr(engine, "CUT_S_PER_JOB", 100.0)
+    rate = table.get(R50, 1, "v100")
+    jobs = [job(0, steps=rate * 360 * 3), job(1, steps=rate * 10, arrival=50.0)]
+    rows = {row.job_id: row for row in simulate(jobs, parse_cluster("2:0:0"), table, AdmittingPolicy()).rows}
+    assert rows[1].first_start_s == pytest.approx(100.0)
+    jobs[1] = job(1, steps=rate * 10, arrival=150.0)
+    rows = {row.job_id: row for row in simulate(jobs, parse_cluster("2:0:0"), table, AdmittingPolicy()).rows}
+    assert rows[1].first_start_s == pytest.approx(150.0)
+
+
+def test_a_completion_a_waiting_job_needs_ends_the_round_within_the_spacing(table, monkeypatch):
+    """The spacing holds arrivals back, not a waiting job: it gets the GPU the moment a job finishes."""
+    monkeypatch.setattr(engine, "CUT_S_PER_JOB", 100.0)
+    rate = table.get(R50, 1, "v100")
+    jobs = [job(0, steps=math.floor(rate * 30)), job(1, steps=rate * 360 * 3), job(2, steps=rate * 360, arrival=10.0)]
+    rows = {row.job_id: row for row in simulate(jobs, parse_cluster("2:0:0"), table, AdmittingPolicy()).rows}
+    assert rows[0].finish_s < 31.0
+    assert rows[2].first_start_s == pytest.approx(rows[0].finish_s, abs=1e-6)
 
 
 def test_multi_gpu_job_with_fewer_steps_than_gpus_is_not_dropped(table):
