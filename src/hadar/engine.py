@@ -21,13 +21,15 @@ GPUs. The round ends at the first of them, so neither a new job nor freed
 GPUs wait for the planned end; leases still running carry on, on the same
 GPUs, next round. The same code cuts rounds in the simulator and on Ray.
 
-Spacing. Where the round leaves GPUs idle and no job waits, an arrival, or a completion before
-which one comes, ends the round no sooner than ``CUT_S_PER_JOB`` seconds per active job after its
-start (0.6 s at 10 active jobs, 2 minutes at 2,000; never past the round's end). A completion
-that frees GPUs for a waiting job, or for an arrival that will find none idle, ends it at once.
-A full decision costs in proportion to the active jobs, so this bounds the decisions' work per
-simulated hour whatever the cluster's size: where arrivals come every few seconds, a round takes
-in all of them at once instead of deciding again for each (docs/results.md, "Scale").
+Spacing. Above ``SPACED_FROM`` active jobs, where the round leaves GPUs idle and no job waits,
+an arrival, or a completion before which one comes, ends the round no sooner than
+``CUT_S_PER_JOB`` seconds per active job over that many after its start (16 s at 1,100 active
+jobs, 2 minutes at 1,750; never past the round's end). A completion that frees GPUs for a waiting
+job, or for an arrival that will find none idle, ends it at once. A full decision costs in
+proportion to the active jobs, so at a datacenter's scale, where arrivals come every few seconds,
+a round takes in all of them at once instead of deciding again for each; below, no decision
+moves, as a few seconds' delay moves every later one (chaotically: one 1,000-job workload's drain
+by 4 %) (docs/results.md, "Scale").
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ IDLE_POLL_S = 0.5
 #: (docs/results.md, "Scale"). Acyclic garbage is freed when its last reference goes, whatever the
 #: threshold, so a larger one delays only the collection of reference cycles, which the loop rarely makes.
 _YOUNG_GC = 100_000
-#: The least a round runs per active job (s) before an event may cut it (module docstring).
-CUT_S_PER_JOB = 0.06
+#: Above this many active jobs, a round runs ``CUT_S_PER_JOB`` s per active job over it before an event
+#: may cut it (module docstring).
+SPACED_FROM = 1000
+CUT_S_PER_JOB = 0.16
 
 
 class _Collector:
@@ -262,7 +266,7 @@ class Engine:
         end = plan.start_s + plan.duration_s
         first = end  # the earliest event before the round's end, else the end
         active = self.ledger.active
-        spaced = plan.start_s + CUT_S_PER_JOB * len(active)  # GPUs idle, no job waiting: no cut before
+        spaced = plan.start_s + CUT_S_PER_JOB * max(0, len(active) - SPACED_FROM)  # GPUs idle, none waiting
         idle = len({g for lease in plan.leases for g in lease.gpus}) < len(self.ledger.cluster.up_gpus)
         nxt = source.next_arrival()
         if nxt is not None and now < nxt:

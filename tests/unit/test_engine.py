@@ -80,8 +80,9 @@ def test_cut_rounds_keeps_whole_rounds_when_no_gpu_is_idle(table):
 
 
 def test_an_arrival_ends_a_round_no_sooner_than_the_spacing(table, monkeypatch):
-    """engine.CUT_S_PER_JOB: with one job active and 100 s per active job, an arrival at 50 s on an
-    idle GPU starts at 100 s (the spacing), one at 150 s at once."""
+    """engine.CUT_S_PER_JOB: spaced from 0 active jobs, 100 s per active job and one job active, an
+    arrival at 50 s on an idle GPU starts at 100 s (the spacing), one at 150 s at once."""
+    monkeypatch.setattr(engine, "SPACED_FROM", 0)
     monkeypatch.setattr(engine, "CUT_S_PER_JOB", 100.0)
     rate = table.get(R50, 1, "v100")
     jobs = [job(0, steps=rate * 360 * 3), job(1, steps=rate * 10, arrival=50.0)]
@@ -94,6 +95,7 @@ def test_an_arrival_ends_a_round_no_sooner_than_the_spacing(table, monkeypatch):
 
 def test_a_completion_a_waiting_job_needs_ends_the_round_within_the_spacing(table, monkeypatch):
     """The spacing holds arrivals back, not a waiting job: it gets the GPU the moment a job finishes."""
+    monkeypatch.setattr(engine, "SPACED_FROM", 0)
     monkeypatch.setattr(engine, "CUT_S_PER_JOB", 100.0)
     rate = table.get(R50, 1, "v100")
     jobs = [job(0, steps=math.floor(rate * 30)), job(1, steps=rate * 360 * 3), job(2, steps=rate * 360, arrival=10.0)]
