@@ -15,9 +15,10 @@ import argparse
 import importlib
 import json
 import logging
+import re
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from hadar.errors import HadarError
 
@@ -39,6 +40,12 @@ _SUBCOMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a value such as the cluster spec -1:2:3 reads as a value, as -1 does, so that its own check
+        # names what is wrong with it (argparse took it for an option: "expected one argument")
+        self._negative_number_matcher = re.compile(r"^-\d[\d.:,]*$")
+
     def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's own code)
         self.exit(2, f"hadar: error: {message}\n")
 

@@ -25,6 +25,8 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, fragment: str) -> N
 @pytest.mark.parametrize(("args", "fragment"), [
     (["simulate", "--trace", "missing.trace"], "trace file not found: missing.trace"),
     (["simulate", "--cluster", "4:-1:4"], "must not be negative"),
+    (["simulate", "--cluster", "-1:2:3"], "count for v100 must not be negative"),  # a value, not an option
+    (["compare", "--cluster", "-4:4:4", "--policies", "hadar"], "must not be negative"),
     (["simulate", "--cluster", "h100=4"], "unknown GPU type(s) h100"),
     (["simulate", "--policy", "nope"], "unknown policy 'nope'"),
     (["simulate", "--throughputs", "nowhere.json"], "throughputs file not found"),
