@@ -267,8 +267,11 @@ class Engine:
         first = end  # the earliest event before the round's end, else the end
         active = self.ledger.active
         spaced = plan.start_s + CUT_S_PER_JOB * max(0, len(active) - SPACED_FROM)  # GPUs idle, none waiting
-        idle = len({g for lease in plan.leases for g in lease.gpus}) < len(self.ledger.cluster.up_gpus)
         nxt = source.next_arrival()
+        # GPUs idle: read only where an arrival is coming (without one, a completion is an event only
+        # for a waiting job, whatever sits idle)
+        idle = nxt is not None and len({g for lease in plan.leases for g in lease.gpus}) < len(
+            self.ledger.cluster.up_gpus)
         if nxt is not None and now < nxt:
             at = self._arrival_cut(plan, nxt, idle)
             if at is not None and at < end:
