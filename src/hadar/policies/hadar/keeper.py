@@ -39,6 +39,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from hadar.arrays import BoolArray, FloatArray, IntArray
+from hadar.policies.hadar import closed
 from hadar.solve import highs
 
 _HOUR = 3600.0
@@ -156,6 +157,9 @@ def horizon(work: Work, warm: highs.Warm | None = None, names: IntArray | None =
     ii, rr = work.pairs()
     if ii.size == 0:
         return Horizon(0.0, work, ii, rr, np.zeros(0))
+    got = closed.horizon(work.remaining, work.rates, work.scale, work.capacity, work.gangs(), ii, rr)
+    if got is not None:  # the longest job's own time sets it: no LP (its warm start waits for the next one)
+        return Horizon(round(got[0], _H_DIGITS), work, ii, rr, got[1])
     m, n = work.rates.shape
     k = ii.size
     frac = work.rates[ii, rr] * _HOUR / work.remaining[ii]  # share of the job's remaining work per hour
@@ -335,8 +339,25 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
         return np.zeros((m, n)), np.zeros(m)
     split = 1 if lean else _SPLIT
     lens = periods_s(round_s, total_s, _LEAN_GROWTH if lean else 3.0, split) / _HOUR
-    p = lens.size
     dur = work.remaining[ii] / work.rates[ii, rr] / _HOUR  # hours on W GPUs of r to finish
+    live = work.remaining > 0
+    g = work.gangs()
+    now = closed.plan(dur, ii, rr, lens, split, weight * g, work.scale, g, work.capacity, live)
+    if now is None:  # the GPUs a job prefers are short (or a tie): the LP
+        now = _plan_lp(work, weight, ii, rr, dur, lens, split, warm, names)
+        if now is None:
+            return None
+    x = np.zeros((m, n))
+    x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, g[ii])
+    done = np.bincount(ii, weights=now, minlength=m)
+    return np.round(x, _X_DIGITS), np.round(done, _X_DIGITS)
+
+
+def _plan_lp(work: Work, weight: FloatArray, ii: IntArray, rr: IntArray, dur: FloatArray, lens: FloatArray,
+             split: int, warm: highs.Warm | None, names: IntArray | None) -> FloatArray | None:
+    """:func:`jct_plan`'s LP: per pair, the share of its job done in this round's ``split`` periods."""
+    m, n = work.rates.shape
+    k, p = ii.size, lens.size
     live = work.remaining > 0
     # columns f[pair, period] at pair * p + period, then the overrun (hours the last period stretches);
     # rows as linprog stacks them: capacity r * p + k, job time n * p + i * p + k, then done (one per
@@ -359,8 +380,5 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
                       names=None if names is None else _names(names, ii, rr, n, p, live))
     if res is None:
         return None
-    now = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)
-    x = np.zeros((m, n))
-    x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, g[ii])
-    done = np.bincount(ii, weights=now, minlength=m)
-    return np.round(x, _X_DIGITS), np.round(done, _X_DIGITS)
+    now: FloatArray = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)
+    return now

@@ -1,0 +1,98 @@
+"""The optima of Hadar's horizon and JCT-plan LPs where capacity does not bind, without a solver.
+
+Both LPs (keeper.py) ask, per job, for its remaining work on W GPUs of
+some type. No job can finish sooner than on its fastest type alone, so
+where the GPUs of each type can hold every job that prefers it at once,
+that is the answer, and it can be written down:
+
+* **the horizon** is the longest job's own time on its fastest type, when
+  the gang-hours of the jobs that prefer each type fit in that type's
+  GPUs over that time (the LP's value is at least that time, and running
+  every job on its fastest type reaches it);
+* **the JCT plan** runs every job on its fastest type from now until it is
+  done, when the gangs that prefer each type fit in its GPUs all at once:
+  each job's cost then depends on its own columns alone, and its least is
+  to do its work as early as it can (period midpoints rise), on its
+  fastest type (the tie rule charges any slower one). That optimum is
+  unique where each job's fastest type is (a strict minimum) and weights
+  are positive; elsewhere the LP is solved.
+
+In Gavel's steady state (36:36:36, 2 jobs/h) the first holds in 98 % of
+the horizon LPs and the second in 18 % of the rounds. Everything else
+(where the GPUs a job prefers are short) goes to HiGHS. Each function
+returns None where its condition does not hold: the caller then solves.
+The answers agree with HiGHS's up to its round-off, which the callers'
+rounding (to the millisecond, to 1e-9 of a round) absorbs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hadar.arrays import BoolArray, FloatArray, IntArray
+
+#: how far below a type's capacity its load must stay for the closed forms (clear of round-off)
+_ROOM = 1.0 - 1e-9
+
+
+def fastest(seconds: FloatArray, ii: IntArray, rr: IntArray, shape: tuple[int, int]
+            ) -> tuple[IntArray, BoolArray]:
+    """Per job that has pairs (``ii``, ``rr``: each pair's job and type; ``shape``: jobs x types), in
+    job order: the pair with the least ``seconds`` among its pairs (the first type of equals), and
+    whether that least is strict."""
+    dense = np.full(shape, np.inf)
+    dense[ii, rr] = seconds
+    pos = np.zeros(shape, dtype=np.int64)
+    pos[ii, rr] = np.arange(ii.size)
+    jobs = np.flatnonzero(np.isfinite(dense).any(axis=1))
+    least = dense[jobs].argmin(axis=1)
+    best = pos[jobs, least]
+    if shape[1] < 2:
+        return best, np.ones(jobs.size, dtype=bool)
+    second = np.partition(dense[jobs], 1, axis=1)[:, 1]
+    return best, second > seconds[best]
+
+
+def horizon(remaining: FloatArray, rates: FloatArray, scale: IntArray, capacity: IntArray, gangs: FloatArray,
+            ii: IntArray, rr: IntArray) -> tuple[float, FloatArray] | None:
+    """The horizon LP's optimum in seconds, unrounded, and hours per pair (``ii``, ``rr``: every job
+    with work left and every type it can use), where the longest job's own time on its fastest type
+    sets it; None elsewhere (and where a job with work left has no pair: the LP then fails)."""
+    if ii.size == 0:
+        return None
+    seconds = remaining[ii] / rates[ii, rr]
+    best, _ = fastest(seconds, ii, rr, rates.shape)
+    if best.size != int(np.count_nonzero(remaining > 0)):
+        return None
+    jobs = ii[best]
+    longest = float((seconds[best] / gangs[jobs]).max())
+    load = np.bincount(rr[best], weights=scale[jobs] * seconds[best], minlength=rates.shape[1])
+    if np.any(load > capacity * longest * _ROOM):
+        return None
+    hours = np.zeros(ii.size)
+    hours[best] = seconds[best] / 3600.0
+    return longest, hours
+
+
+def plan(dur: FloatArray, ii: IntArray, rr: IntArray, lens: FloatArray, split: int, weight: FloatArray,
+         scale: IntArray, gangs: FloatArray, capacity: IntArray, live: BoolArray) -> FloatArray | None:
+    """The JCT plan's share of each pair's job done in this round's ``split`` periods (``dur``: hours
+    on W GPUs of the pair's type to finish the job; ``lens``: the periods, in hours; ``weight``: per
+    job, as the LP's costs weigh it), where every job runs on its fastest type from now until it is
+    done; None where the gangs that prefer a type do not all fit in it at once, a job's fastest type
+    is not strict, a weight is not positive, or a job would not finish within the periods."""
+    best, strict = fastest(dur, ii, rr, (live.size, capacity.size))
+    jobs = ii[best]
+    if best.size != int(np.count_nonzero(live)) or not strict.all() or np.any(weight[jobs] <= 0):
+        return None
+    load = np.bincount(rr[best], weights=scale[jobs] * gangs[jobs], minlength=capacity.size)
+    if np.any(load > capacity):
+        return None
+    per_period = lens[None, :] * (gangs[jobs] / dur[best])[:, None]  # share of the job each period can do
+    reach = np.minimum(np.cumsum(per_period, axis=1), 1.0)
+    if np.any(reach[:, -1] < 1.0):
+        return None  # it would overrun the plan's span: the LP prices that
+    done = np.diff(reach, axis=1, prepend=0.0)  # each period's share, earliest first
+    now = np.zeros(ii.size)
+    now[best] = done[:, :split].sum(axis=1)
+    return now
