@@ -33,13 +33,16 @@ from hadar.arrays import BoolArray, FloatArray, IntArray
 
 #: how far below a type's capacity its load must stay for the closed forms (clear of round-off)
 _ROOM = 1.0 - 1e-9
+#: how much slower than a job's fastest type its next one must be for the plan's closed form
+_CLEAR = 1.0 + 1e-6
 
 
 def fastest(seconds: FloatArray, ii: IntArray, rr: IntArray, shape: tuple[int, int]
             ) -> tuple[IntArray, BoolArray]:
     """Per job that has pairs (``ii``, ``rr``: each pair's job and type; ``shape``: jobs x types), in
     job order: the pair with the least ``seconds`` among its pairs (the first type of equals), and
-    whether that least is strict."""
+    whether that least is clear: every other pair of the job at least ``_CLEAR`` x slower (a near
+    tie is the LP's to break, by its tie rule, as it would)."""
     dense = np.full(shape, np.inf)
     dense[ii, rr] = seconds
     pos = np.zeros(shape, dtype=np.int64)
@@ -50,7 +53,7 @@ def fastest(seconds: FloatArray, ii: IntArray, rr: IntArray, shape: tuple[int, i
     if shape[1] < 2:
         return best, np.ones(jobs.size, dtype=bool)
     second = np.partition(dense[jobs], 1, axis=1)[:, 1]
-    return best, second > seconds[best]
+    return best, second > seconds[best] * _CLEAR
 
 
 def horizon(remaining: FloatArray, rates: FloatArray, scale: IntArray, capacity: IntArray, gangs: FloatArray,
