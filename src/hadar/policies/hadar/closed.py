@@ -38,22 +38,26 @@ _CLEAR = 1.0 + 1e-6
 
 
 def fastest(seconds: FloatArray, ii: IntArray, rr: IntArray, shape: tuple[int, int]
-            ) -> tuple[IntArray, BoolArray]:
+            ) -> tuple[IntArray, FloatArray]:
     """Per job that has pairs (``ii``, ``rr``: each pair's job and type; ``shape``: jobs x types), in
     job order: the pair with the least ``seconds`` among its pairs (the first type of equals), and
-    whether that least is clear: every other pair of the job at least ``_CLEAR`` x slower (a near
-    tie is the LP's to break, by its tie rule, as it would)."""
+    those jobs' rows of ``seconds`` by type (inf where a job has no pair) for :func:`clear`."""
     dense = np.full(shape, np.inf)
     dense[ii, rr] = seconds
     pos = np.zeros(shape, dtype=np.int64)
     pos[ii, rr] = np.arange(ii.size)
     jobs = np.flatnonzero(np.isfinite(dense).any(axis=1))
-    least = dense[jobs].argmin(axis=1)
-    best = pos[jobs, least]
-    if shape[1] < 2:
-        return best, np.ones(jobs.size, dtype=bool)
-    second = np.partition(dense[jobs], 1, axis=1)[:, 1]
-    return best, second > seconds[best] * _CLEAR
+    rows = dense[jobs]
+    return pos[jobs, rows.argmin(axis=1)], rows
+
+
+def clear(rows: FloatArray) -> bool:
+    """Whether every job's fastest type is clear of its next (``rows``: as :func:`fastest` gives them):
+    that one at least ``_CLEAR`` x slower (a near tie is the LP's to break, by its tie rule)."""
+    if rows.shape[1] < 2:
+        return True
+    two = np.partition(rows, 1, axis=1)
+    return bool(np.all(two[:, 1] > two[:, 0] * _CLEAR))
 
 
 def horizon(remaining: FloatArray, rates: FloatArray, scale: IntArray, capacity: IntArray, gangs: FloatArray,
@@ -84,9 +88,9 @@ def plan(dur: FloatArray, ii: IntArray, rr: IntArray, lens: FloatArray, split: i
     job, as the LP's costs weigh it), where every job runs on its fastest type from now until it is
     done; None where the gangs that prefer a type do not all fit in it at once, a job's fastest type
     is not strict, a weight is not positive, or a job would not finish within the periods."""
-    best, strict = fastest(dur, ii, rr, (live.size, capacity.size))
+    best, rows = fastest(dur, ii, rr, (live.size, capacity.size))
     jobs = ii[best]
-    if best.size != int(np.count_nonzero(live)) or not strict.all() or np.any(weight[jobs] <= 0):
+    if best.size != int(np.count_nonzero(live)) or np.any(weight[jobs] <= 0) or not clear(rows):
         return None
     load = np.bincount(rr[best], weights=scale[jobs] * gangs[jobs], minlength=capacity.size)
     if np.any(load > capacity):
