@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,12 @@ with open(out, "w") as f:
 
 
 bench = load_bench("bench_sia")
+
+
+@pytest.fixture(autouse=True)
+def _scratch(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run without --out writes under the temp folder: pytest's, not the machine's /tmp."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("scratch")))
 
 
 def fake_sia(tmp_path: Path, scale: float = 1.0) -> Path:
