@@ -224,6 +224,7 @@ def _instance() -> Any:
     h = getattr(_LOCAL, "highs", None)
     if h is None:
         h = _LOCAL.highs = _h._Highs()
+        _LOCAL.options = None
     else:
         h.clearModel()
     return h
@@ -274,8 +275,13 @@ def _run(native: Any, cost: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, 
     takes them."""
     n_row, n_col = a.shape
     h: Any = _instance()
+    if getattr(_LOCAL, "options", None) is not native:  # the instance keeps its options (clearModel leaves them)
+        if h.passOptions(native) == _h.HighsStatus.kError:
+            _LOCAL.options = None
+            return LPResult(4, "HiGHS rejected the options"), None, None
+        _LOCAL.options = native
     # the model from arrays (column-wise, minimize, no offset): numpy buffers, not element by element
-    if h.passOptions(native) == _h.HighsStatus.kError or h.passModel(
+    if h.passModel(
             n_col, n_row, int(a.indptr[-1]), int(_h.MatrixFormat.kColwise), int(_h.ObjSense.kMinimize), 0.0, cost,
             lo_col, hi_col, lo, hi, np.asarray(a.indptr, dtype=np.int32), np.asarray(a.indices, dtype=np.int32),
             np.asarray(a.data, dtype=float), np.zeros(n_col, dtype=np.int32)) == _h.HighsStatus.kError:

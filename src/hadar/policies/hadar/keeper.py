@@ -39,7 +39,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from hadar.arrays import BoolArray, FloatArray, IntArray
-from hadar.policies.hadar import closed
+from hadar.policies.hadar import closed, plan_lp
 from hadar.solve import highs
 
 _HOUR = 3600.0
@@ -53,9 +53,6 @@ _LEAN_GROWTH = 5.0
 #: 1e-9 of a round: two solves of one LP from different starting bases (a warm start, a cold one) agree to
 #: about 1e-12, and a decision must not hang on which of them ran (``warm_start``), nor on round-off.
 _H_DIGITS = 3
-#: A JCT plan's tie rule: a unit of work done on a type t times slower than the job's fastest costs as much
-#: more as finishing it _TIE x (t - 1) of the first period later (docs/hadar.md, "Warm starts").
-_TIE = 1e-3
 _X_DIGITS = 9
 
 
@@ -269,33 +266,6 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     return x, price
 
 
-def _names(rows: IntArray, ii: IntArray, rr: IntArray, n: int, p: int, live: BoolArray
-           ) -> tuple[IntArray, IntArray] | None:
-    """Names of a JCT plan's columns and rows (warm starts map bases by them) from its rows' names:
-    column (row i, type r, period k), the overrun, then rows capacity (r, k), job time (i, k), done
-    (i); None where a name would not fit the code (over 64 types or 1,024 periods)."""
-    if n > 64 or p > 1024:
-        return None
-    name = np.asarray(rows, dtype=np.int64)
-    per = np.arange(p)
-    cols = (((name[ii] * 64 + rr)[:, None] * 1024 + per) * 4).ravel()
-    cap = ((np.arange(n)[:, None] * 1024 + per) * 4 + 1).ravel()
-    job = ((name[:, None] * 1024 + per) * 4 + 2).ravel()
-    return np.concatenate([cols, [-4]]), np.concatenate([cap, job, name[live] * 4 + 3])
-
-
-def _plan_costs(weight: FloatArray, ii: IntArray, dur: FloatArray, lens: FloatArray) -> FloatArray:
-    """A JCT plan's costs: per (pair, period) column the job's weight x the period's midpoint, plus the
-    tie rule (among plans that get the work done at the same times, each job's faster types: _TIE x
-    the first period's length per unit, in proportion to how much slower than its fastest the type
-    is), then the overrun's price."""
-    fastest = np.full(weight.size, np.inf)
-    np.minimum.at(fastest, ii, dur)
-    mid = np.cumsum(lens) - lens / 2
-    per_unit = weight[ii][:, None] * (mid[None, :] + _TIE * lens[0] * (dur / fastest[ii] - 1.0)[:, None])
-    return np.concatenate([per_unit.ravel(), [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
-
-
 def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = _SPLIT) -> FloatArray:
     """Period lengths for a JCT plan: this round in ``split`` equal parts (so that finishing early in
     the round counts), one more round, then each ``growth`` times the one before, the last one cut
@@ -344,41 +314,10 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     g = work.gangs()
     now = closed.plan(dur, ii, rr, lens, split, weight * g, work.scale, g, work.capacity, live)
     if now is None:  # the GPUs a job prefers are short (or a tie): the LP
-        now = _plan_lp(work, weight, ii, rr, dur, lens, split, warm, names)
+        now = plan_lp.solve(work, weight, ii, rr, dur, lens, split, warm, names)
         if now is None:
             return None
     x = np.zeros((m, n))
     x[ii, rr] = np.clip(now * dur / (round_s / _HOUR), 0.0, g[ii])
     done = np.bincount(ii, weights=now, minlength=m)
     return np.round(x, _X_DIGITS), np.round(done, _X_DIGITS)
-
-
-def _plan_lp(work: Work, weight: FloatArray, ii: IntArray, rr: IntArray, dur: FloatArray, lens: FloatArray,
-             split: int, warm: highs.Warm | None, names: IntArray | None) -> FloatArray | None:
-    """:func:`jct_plan`'s LP: per pair, the share of its job done in this round's ``split`` periods."""
-    m, n = work.rates.shape
-    k, p = ii.size, lens.size
-    live = work.remaining > 0
-    # columns f[pair, period] at pair * p + period, then the overrun (hours the last period stretches);
-    # rows as linprog stacks them: capacity r * p + k, job time n * p + i * p + k, then done (one per
-    # job with work left, in job order; every pair's job has work left)
-    pair, per = np.repeat(np.arange(k), p), np.tile(np.arange(p), k)
-    n_ub, n_eq = n * p + m * p, int(live.sum())
-    # column by column (the matrix Csc.of would build from these triplets, without its sort): each
-    # f column's rows capacity < job time < done, then the overrun's (every type's and job's last period)
-    g = work.gangs()
-    rows = np.column_stack([rr[pair] * p + per, n * p + ii[pair] * p + per, n_ub + (np.cumsum(live) - 1)[ii[pair]]])
-    vals = np.column_stack([(dur * work.scale[ii])[pair], (dur / g[ii])[pair], np.ones(k * p)])
-    indptr: IntArray = np.concatenate([np.arange(0, 3 * k * p + 1, 3), [3 * k * p + n + m]]).astype(np.int32)
-    index: IntArray = np.concatenate([rows.ravel(), np.arange(n) * p + p - 1, n * p + np.arange(m) * p + p - 1]
-                                     ).astype(np.int32)
-    a = highs.Csc(indptr, index,
-                  np.concatenate([vals.ravel(), -work.capacity.astype(float), -np.ones(m)]), (n_ub + n_eq, k * p + 1))
-    b_ub = np.concatenate([np.repeat(work.capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
-    res = highs.minimize(_plan_costs(weight * g, ii, dur, lens), a, np.concatenate([b_ub, np.ones(n_eq)]),
-                      lower=np.concatenate([np.full(b_ub.size, -np.inf), np.ones(n_eq)]), warm=warm,
-                      names=None if names is None else _names(names, ii, rr, n, p, live))
-    if res is None:
-        return None
-    now: FloatArray = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)
-    return now
