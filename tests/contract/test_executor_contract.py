@@ -219,7 +219,11 @@ def test_a_cut_round_ends_by_its_cut(harness: Harness) -> None:
     report = _run_round(h, plan)
     _check_report(plan, report, h)
     (r,) = report.results
-    assert r.steps <= h.rate(a[0]) * cut * (1 + h.rate_rtol) + h.step_slack
+    # the table's rate, exact for the simulator; a real executor's table was measured under another load than
+    # this lease runs at (a lease made 47 steps where 1.25x the table's pace allowed 42.7, on a machine busier
+    # while the table was measured): up to 2x it, where a lease that ran on to the round's end makes 4x
+    stray = h.rate_rtol if h.rate_rtol < 1e-6 else 1.0
+    assert r.steps <= h.rate(a[0]) * cut * (1 + stray) + h.step_slack
 
 
 def test_estimate_rate_matches_progress(harness: Harness) -> None:
