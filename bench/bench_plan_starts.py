@@ -40,7 +40,8 @@ def capture(window: tuple[int, int], skip: int, lps: int) -> list[dict[str, Any]
     seen = [0]
     solve = highs.minimize
 
-    def keep(c, a, upper, *, lower=None, col_upper=None, warm=None, key=None, names=None):  # type: ignore[no-untyped-def]
+    def keep(c: Any, a: Any, upper: Any, *, lower: Any = None, col_upper: Any = None, warm: Any = None,
+             key: Any = None, names: Any = None) -> Any:
         start = None if warm is None or warm.basis is None else warm.basis
         got = solve(c, a, upper, lower=lower, col_upper=col_upper, warm=warm, key=key, names=names)
         seen[0] += 1

@@ -70,8 +70,9 @@ def solve(work: Work, weight: FloatArray, ii: IntArray, rr: IntArray, dur: Float
 def _layout(m: int, n: int, p: int, ii: IntArray, rr: IntArray, live: BoolArray, names: IntArray | None) -> _Layout:
     """The layout of the LP of this shape: the last one's when its shape is this one."""
     key = (m, n, p, ii.tobytes(), rr.tobytes(), live.tobytes(), None if names is None else names.tobytes())
-    if _LAST and _LAST[0][0] == key:
-        return _LAST[0][1]
+    last = _LAST[-1:]  # one read (threads may replace it meanwhile)
+    if last and last[0][0] == key:
+        return last[0][1]
     k = ii.size
     pair, per = np.repeat(np.arange(k), p), np.tile(np.arange(p), k)
     n_ub, n_eq = n * p + m * p, int(live.sum())
