@@ -6,9 +6,11 @@ Runs Hadar on Gavel's steady state in this process (``hadar simulate --generate 
 warm start (the last plan's basis, mapped by name: what Hadar runs). Then it solves each kept LP
 again from a cold start (HiGHS's presolve and crash) and, from the same warm start, with Devex
 pricing in place of steepest edge, and prints per way: simplex iterations, HiGHS seconds, and in
-how many LPs the answer differs from the warm start's by 1e-6 or more (another optimum: the LP is
-degenerate) or by less than 1e-9 (the same one). A way of solving it that ends elsewhere moves
-Hadar's decisions.
+how many LPs the answer is off Hadar's own by 1e-6 or more (another optimum: the LP is degenerate)
+or within 1e-9 of it (the same one). A way of solving it that ends elsewhere moves
+Hadar's decisions. The last two rows solve the same LPs with the tie rule scaled by each period's
+midpoint (``plan_lp.TIE_SCALE = "midpoint"``, not Hadar's) from the warm and the cold start, and the
+last line says in how many of them those two end apart, against Hadar's rule's count.
 
     .venv/bin/python bench/bench_plan_starts.py [--window A B] [--skip N] [--lps N]
 """
@@ -38,7 +40,12 @@ def capture(window: tuple[int, int], skip: int, lps: int) -> list[dict[str, Any]
     """The plan LPs ``skip`` .. ``skip + lps`` of the run, each with its warm start and answer."""
     kept: list[dict[str, Any]] = []
     seen = [0]
-    solve = highs.minimize
+    solve, costs = highs.minimize, plan_lp._costs
+    last: list[tuple[Any, ...]] = []  # the arguments of the plan's last costs (to build them again by another rule)
+
+    def note(weight: Any, ii: Any, dur: Any, lens: Any, scale: str | None = None) -> Any:
+        last[:] = [(weight, ii, dur, lens)]
+        return costs(weight, ii, dur, lens, scale)
 
     def keep(c: Any, a: Any, upper: Any, *, lower: Any = None, col_upper: Any = None, warm: Any = None,
              key: Any = None, names: Any = None) -> Any:
@@ -46,19 +53,19 @@ def capture(window: tuple[int, int], skip: int, lps: int) -> list[dict[str, Any]
         got = solve(c, a, upper, lower=lower, col_upper=col_upper, warm=warm, key=key, names=names)
         seen[0] += 1
         if seen[0] > skip and got is not None:
-            kept.append({"lp": (c, a, upper, lower, names), "start": start, "x": got.x})
+            kept.append({"lp": (c, a, upper, lower, names), "start": start, "x": got.x, "costs": last[0]})
             if len(kept) >= lps:
                 raise _Enough
         return got
 
-    plan_lp.highs = _Proxy(keep)  # only the plan LP's module sees the wrapper
+    plan_lp.highs, plan_lp._costs = _Proxy(keep), note  # only the plan LP's module sees the wrappers
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(_Enough):
             hadar_main(["simulate", "--generate", "--jobs-per-hour", "2", "--multi-gpu", "--cluster", "36:36:36",
                         "--seed", "0", "--window", str(window[0]), str(window[1]), "--policy", "hadar", "--json",
                         "--no-progress", "-q"])
     finally:
-        plan_lp.highs = highs
+        plan_lp.highs, plan_lp._costs = highs, costs
     return kept
 
 
@@ -72,22 +79,29 @@ class _Proxy:
         return getattr(highs, name)
 
 
-def replay(kept: list[dict[str, Any]], way: str) -> tuple[int, float, int, int]:
-    """Solve every kept LP ``way`` ("warm", "cold", "devex"): iterations, HiGHS seconds, answers
-    1e-6 or more away from the kept one, answers within 1e-9 of it."""
+def replay(kept: list[dict[str, Any]], way: str) -> tuple[int, float, list[Any]]:
+    """Solve every kept LP ``way`` ("warm", "cold", "devex"; "midpoint-warm", "midpoint-cold": with
+    the tie rule by midpoint): iterations, HiGHS seconds, the answers (None where none)."""
     options = dataclasses.replace(highs.DUAL_PRESOLVE, edge_weights=1) if way == "devex" else highs.DUAL_PRESOLVE
-    its, secs, apart, same = 0, 0.0, 0, 0
+    its, secs, answers = 0, 0.0, []
     for k in kept:
         c, a, upper, lower, names = k["lp"]
-        warm = highs.Warm(None if way == "cold" else k["start"])
+        if way.startswith("midpoint"):
+            c = plan_lp._costs(*k["costs"], scale="midpoint")
+        warm = highs.Warm(None if way.endswith("cold") else k["start"])
         t0 = time.perf_counter()
         res = highs.solve(c, a, upper, row_lower=lower, options=options, warm=warm, names=names)
         secs += time.perf_counter() - t0
         its += int(highs._LOCAL.highs.getInfo().simplex_iteration_count)
-        gap = float(np.abs(res.x - k["x"]).max()) if res.status == 0 else float("inf")
-        apart += gap >= 1e-6
-        same += gap < 1e-9
-    return its, secs, apart, same
+        answers.append(res.x if res.status == 0 else None)
+    return its, secs, answers
+
+
+def apart(xs: list[Any], ys: list[Any]) -> tuple[int, int]:
+    """How many answers are 1e-6 or more apart (or one is missing), and how many within 1e-9."""
+    gaps = [float(np.abs(x - y).max()) if x is not None and y is not None else float("inf")
+            for x, y in zip(xs, ys, strict=True)]
+    return sum(g >= 1e-6 for g in gaps), sum(g < 1e-9 for g in gaps)
 
 
 def main() -> None:
@@ -105,11 +119,18 @@ def main() -> None:
               f"{args.window[0]}-{args.window[1]}", file=sys.stderr)
         raise SystemExit(2)
     print(f"{len(kept)} plan LPs of window {args.window[0]}-{args.window[1]} after the first {args.skip}")
-    print(f"{'start':<34}{'iterations':>12}{'HiGHS s':>10}{'other optimum':>15}{'same':>7}")
-    ways = (("warm", "warm (Hadar's)"), ("devex", "warm, Devex pricing"), ("cold", "cold (presolve, crash)"))
+    print(f"{'start':<34}{'iterations':>12}{'HiGHS s':>10}{'1e-6 off Hadar':>15}{'same':>7}")
+    ways = (("warm", "warm (Hadar's)"), ("devex", "warm, Devex pricing"), ("cold", "cold (presolve, crash)"),
+            ("midpoint-warm", "tie rule by midpoint, warm"), ("midpoint-cold", "tie rule by midpoint, cold"))
+    hadars = [k["x"] for k in kept]
+    got: dict[str, list[Any]] = {}
     for way, label in ways:
-        its, secs, apart, same = replay(kept, way)
-        print(f"{label:<34}{its:>12,}{secs:>10.2f}{apart:>15,}{same:>7,}")
+        its, secs, got[way] = replay(kept, way)
+        far, same = apart(got[way], hadars)
+        print(f"{label:<34}{its:>12,}{secs:>10.2f}{far:>15,}{same:>7,}")
+    ours, mid = apart(got["warm"], got["cold"])[0], apart(got["midpoint-warm"], got["midpoint-cold"])[0]
+    print(f"warm and cold answers 1e-6 or more apart: {ours:,} of {len(kept):,} under Hadar's tie rule, {mid:,} "
+          "under the rule by midpoint")
 
 
 if __name__ == "__main__":
