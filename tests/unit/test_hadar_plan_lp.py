@@ -4,6 +4,7 @@ must not get the last one's layout."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -12,14 +13,13 @@ import pytest
 from hadar.policies.hadar import keeper, plan_lp
 from hadar.policies.hadar.keeper import Work
 from hadar.solve import highs
+from tests.unit.test_hadar_lp_build import _random_work
 
 
 def _work(seed: int, shrink: float = 1.0) -> Work:
-    rng = np.random.default_rng(seed)
-    m, n = int(rng.integers(2, 20)), int(rng.integers(1, 4))
-    rates = rng.uniform(0.1, 10.0, (m, n)) * (rng.random((m, n)) < 0.8)
-    remaining = rng.uniform(100.0, 1e6, m) * (rng.random(m) < 0.9) * shrink
-    return Work(rates, remaining, rng.choice([1, 2, 4], m), rng.integers(1, 12, n))
+    """test_hadar_lp_build's random work, with ``shrink`` x its remaining steps."""
+    work = _random_work(seed, grouped=False)
+    return dataclasses.replace(work, remaining=work.remaining * shrink)
 
 
 def _handed(monkeypatch: pytest.MonkeyPatch, work: Work, round_s: float, warm: bool, rounds: float = 40.0
