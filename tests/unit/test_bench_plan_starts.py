@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 import pytest
 
 from hadar.policies.hadar import plan_lp
@@ -13,7 +12,6 @@ from hadar.solve import highs
 from tests.helpers import load_bench
 
 bench = load_bench("bench_plan_starts")
-costs = plan_lp._costs
 
 
 def test_the_warm_replay_is_hadars_own_answer(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -23,25 +21,23 @@ def test_the_warm_replay_is_hadars_own_answer(monkeypatch: pytest.MonkeyPatch, c
     bench.main()
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("30 plan LPs of window 1500-1520")
-    rows = {line[:34].strip(): line[34:].split() for line in out[2:7]}
+    rows = {line[:38].strip(): line[38:].split() for line in out[2:8]}
+    assert set(rows) == {label for _, label, _, _ in bench.WAYS}
     warm, cold = rows["warm (Hadar's)"], rows["cold (presolve, crash)"]
     assert warm[2:] == ["0", "30"]  # no other optimum, every answer the same
+    assert cold[2] == "0" and rows["warm, Devex pricing"][2] == "0" and rows["warm, scaled"][2] == "0"
     assert int(cold[0].replace(",", "")) > int(warm[0].replace(",", ""))
-    assert set(rows) >= {"tie rule by midpoint, warm", "tie rule by midpoint, cold"}
-    assert out[7].startswith("warm and cold answers 1e-6 or more apart: ") and out[7].endswith("by midpoint")
-    assert plan_lp.highs is highs and plan_lp._costs is costs  # the wrappers are gone
-    assert plan_lp.TIE_SCALE == "first"  # Hadar's own rule, untouched
+    assert out[8].startswith("warm and cold answers 1e-6 or more apart: 0 of 30 at tolerances of 1e-9")
+    assert plan_lp.highs is highs  # the wrapper is gone
 
 
-def test_the_tie_rule_by_midpoint_charges_each_period_its_share() -> None:
-    weight, ii, dur, lens = np.array([2.0]), np.array([0, 0]), np.array([1.0, 1.5]), np.array([1.0, 3.0])
-    mid = np.array([0.5, 2.5])
-    first = plan_lp._costs(weight, ii, dur, lens)
-    by_mid = plan_lp._costs(weight, ii, dur, lens, scale="midpoint")
-    assert first[:2].tolist() == (2.0 * mid).tolist() == by_mid[:2].tolist()  # the fastest type: no tie charge
-    assert first[2:4].tolist() == (2.0 * (mid + plan_lp.TIE * 1.0 * 0.5)).tolist()  # the first period's length
-    assert by_mid[2:4].tolist() == (2.0 * (mid + plan_lp.TIE * mid * 0.5)).tolist()  # each period's midpoint
-    assert first[4] == by_mid[4]  # the overrun's price
+def test_the_plan_is_solved_to_1e_9_unscaled_and_the_other_lps_as_highs_would() -> None:
+    assert (highs.PLAN.tolerance, highs.PLAN.scale) == (1e-9, 0)
+    assert (highs.DUAL_PRESOLVE.tolerance, highs.DUAL_PRESOLVE.scale) == (None, None)
+    native = highs._native(highs.PLAN)
+    assert native.primal_feasibility_tolerance == native.dual_feasibility_tolerance == 1e-9
+    assert native.simplex_scale_strategy == 0
+    assert highs._native(highs.DUAL_PRESOLVE).dual_feasibility_tolerance == 1e-7  # HiGHS's own
 
 
 def test_bad_counts_are_exit_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

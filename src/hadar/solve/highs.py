@@ -55,12 +55,17 @@ except ImportError:  # pragma: no cover - another SciPy layout: linprog below
 @dataclass(frozen=True, slots=True)
 class Options:
     """HiGHS options of a solve: ``presolve`` and ``solver`` as HiGHS names them ("off", "on",
-    "choose"; "simplex", "choose"), ``strategy`` the simplex strategy (1: dual)."""
+    "choose"; "simplex", "choose"), ``strategy`` the simplex strategy (1: dual), ``edge_weights`` the
+    dual simplex's pricing (-1: HiGHS chooses, 2: steepest edge), ``tolerance`` the primal and dual
+    feasibility tolerances (None: HiGHS's, 1e-7), ``scale`` the simplex's scaling strategy (None:
+    HiGHS's; 0: none)."""
 
     presolve: str
     solver: str
     strategy: int = 1
     edge_weights: int = -1
+    tolerance: float | None = None
+    scale: int | None = None
 
     @property
     def method(self) -> str:
@@ -72,6 +77,10 @@ class Options:
 DUAL = Options(presolve="off", solver="simplex")
 #: HiGHS's defaults but the dual simplex, linprog(method="highs")'s answers: Hadar's plan and keeper LPs.
 DUAL_PRESOLVE = Options(presolve="choose", solver="choose", edge_weights=2)
+#: Hadar's JCT plan (``plan_lp``): DUAL_PRESOLVE with feasibility tolerances of 1e-9, as its tie rule
+#: prices differences of about 1e-7, and without scaling; its answer is then the same from any start
+#: and path (docs/hadar.md, "The plan LP solved to 1e-9").
+PLAN = Options(presolve="choose", solver="choose", edge_weights=2, tolerance=1e-9, scale=0)
 
 
 class LPResult:
@@ -209,6 +218,10 @@ def _native(options: Options) -> Any:
             opts.solver = options.solver
             opts.simplex_strategy = options.strategy
             opts.simplex_dual_edge_weight_strategy = options.edge_weights
+            if options.tolerance is not None:
+                opts.primal_feasibility_tolerance = opts.dual_feasibility_tolerance = options.tolerance
+            if options.scale is not None:
+                opts.simplex_scale_strategy = options.scale
             opts.highs_debug_level = _h.HighsDebugLevel.kHighsDebugLevelNone
             opts.log_to_console = False
             opts.output_flag = False
@@ -306,14 +319,15 @@ def _run(native: Any, cost: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, 
 
 def minimize(c: FloatArray, a: Csc | sp.csr_matrix | sp.csc_matrix, upper: FloatArray, *,
              lower: FloatArray | None = None, col_upper: FloatArray | None = None, warm: Warm | None = None,
-             key: Hashable = None, names: tuple[IntArray, IntArray] | None = None) -> LPResult | None:
-    """Hadar's LPs (:data:`DUAL_PRESOLVE`): min ``c x`` s.t. ``lower <= a x <= upper`` (``lower``
-    None: -inf; a row with a finite lower bound must be an equality, lower = upper), ``0 <= x <=
-    col_upper`` (None: +inf). Rows in the order linprog stacks them (inequalities, then
-    equalities) give linprog's answer. None unless HiGHS reports an optimum; ``warm``, ``key``,
-    ``names``: as :func:`solve`."""
+             key: Hashable = None, names: tuple[IntArray, IntArray] | None = None,
+             options: Options = DUAL_PRESOLVE) -> LPResult | None:
+    """Hadar's LPs (``options``: :data:`DUAL_PRESOLVE` or :data:`PLAN`): min ``c x`` s.t. ``lower <=
+    a x <= upper`` (``lower`` None: -inf; a row with a finite lower bound must be an equality, lower =
+    upper), ``0 <= x <= col_upper`` (None: +inf). Rows in the order linprog stacks them
+    (inequalities, then equalities) give linprog's answer under :data:`DUAL_PRESOLVE`. None unless
+    HiGHS reports an optimum; ``warm``, ``key``, ``names``: as :func:`solve`."""
     res = solve(c, a if isinstance(a, Csc) else Csc.from_sparse(a), upper, row_lower=lower, col_upper=col_upper,
-                options=DUAL_PRESOLVE, warm=warm, key=key, names=names)
+                options=options, warm=warm, key=key, names=names)
     return res if res.status == 0 else None
 
 

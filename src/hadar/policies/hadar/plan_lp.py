@@ -28,11 +28,6 @@ if TYPE_CHECKING:
 #: A JCT plan's tie rule: a unit of work done on a type t times slower than the job's fastest costs as much
 #: more as finishing it TIE x (t - 1) of the first period later (docs/hadar.md, "Warm starts").
 TIE = 1e-3
-#: How the tie rule scales with the period: "first" (the rule above, the same amount in every period) or
-#: "midpoint" (TIE x (t - 1) of the period's own midpoint: the same share of every period's cost). In late
-#: periods "first" falls below HiGHS's tolerances, so which optimum the LP reaches there depends on its
-#: start (bench/bench_plan_starts.py); "midpoint" is measured there only, not used by Hadar.
-TIE_SCALE = "first"
 
 
 class _Layout(NamedTuple):
@@ -65,7 +60,7 @@ def solve(work: Work, weight: FloatArray, ii: IntArray, rr: IntArray, dur: Float
                   (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
     res = highs.minimize(_costs(weight * gangs, ii, dur, lens), a, np.concatenate([b_ub, np.ones(n_eq)]),
-                         lower=lay.lower, warm=warm, names=lay.names)
+                         lower=lay.lower, warm=warm, names=lay.names, options=highs.PLAN)
     if res is None:
         return None
     now: FloatArray = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)
@@ -108,19 +103,15 @@ def _names(rows: IntArray, ii: IntArray, rr: IntArray, n: int, p: int, live: Boo
     return np.concatenate([cols, [-4]]), np.concatenate([cap, job, name[live] * 4 + 3])
 
 
-def _costs(weight: FloatArray, ii: IntArray, dur: FloatArray, lens: FloatArray, scale: str | None = None
-           ) -> FloatArray:
+def _costs(weight: FloatArray, ii: IntArray, dur: FloatArray, lens: FloatArray) -> FloatArray:
     """The costs: per (pair, period) column the job's weight x the period's midpoint, plus the tie
     rule (among plans that get the work done at the same times, each job's faster types: TIE x the
-    first period's length per unit, or with ``scale`` "midpoint" TIE x the period's midpoint, in
-    proportion to how much slower than its fastest the type is; None: ``TIE_SCALE``), then the
-    overrun's price."""
+    first period's length per unit, in proportion to how much slower than its fastest the type is),
+    then the overrun's price. In late periods the rule's charge is about 1e-7 of the cost, so
+    ``highs.PLAN`` solves the LP to 1e-9 (HiGHS's own 1e-7 left it to the simplex's path)."""
     fastest = np.full(weight.size, np.inf)
     np.minimum.at(fastest, ii, dur)
     mid = np.cumsum(lens) - lens / 2
     slower = (dur / fastest[ii] - 1.0)[:, None]
-    if (scale or TIE_SCALE) == "midpoint":
-        per_unit = weight[ii][:, None] * (mid[None, :] + TIE * mid[None, :] * slower)
-    else:
-        per_unit = weight[ii][:, None] * (mid[None, :] + TIE * lens[0] * slower)
+    per_unit = weight[ii][:, None] * (mid[None, :] + TIE * lens[0] * slower)
     return np.concatenate([per_unit.ravel(), [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])
