@@ -3,14 +3,15 @@
 Runs Hadar on Gavel's steady state in this process (``hadar simulate --generate --jobs-per-hour 2
 --multi-gpu --cluster 36:36:36 --seed 0 --window A B --policy hadar``) and keeps, after the first
 ``--skip`` plan LPs that reach HiGHS, the next ``--lps`` of them with the answer each got from its
-warm start (the last plan's basis, mapped by name: what Hadar runs, under ``highs.PLAN``:
-feasibility tolerances of 1e-9, no scaling). Then it solves each kept LP again other ways: from a
-cold start (HiGHS's presolve and crash), from the same warm start with Devex pricing in place of
-steepest edge, with scaling, and under HiGHS's own tolerances (1e-7, scaled: what Hadar ran until
-stop 37) from the warm and the cold start. Per way it prints simplex iterations, HiGHS seconds,
-and in how many LPs the answer is off Hadar's own by 1e-6 or more (another optimum) or within 1e-9
-of it (the same one); a way that ends elsewhere would move Hadar's decisions. The last line says
-in how many LPs the warm and the cold answers end 1e-6 or more apart, under either tolerance.
+warm start (the last plan's basis, mapped by name: what Hadar runs, under ``highs.PLAN``: the
+primal simplex, no scaling, feasibility tolerances of 1e-9). Then it solves each kept LP again
+other ways: from a cold start (HiGHS's presolve and crash); with the dual simplex (steepest edge)
+from the warm and the cold start, and scaled; and under HiGHS's own tolerances (1e-7, scaled,
+the dual simplex: what Hadar ran until stop 37) from the warm and the cold start. Per way it
+prints simplex iterations, HiGHS seconds, and in how many LPs the answer is off Hadar's own by
+1e-6 or more (another optimum) or within 1e-9 of it (the same one); a way that ends elsewhere
+would move Hadar's decisions. The last line says in how many LPs the warm and the cold answers
+end 1e-6 or more apart, at either tolerance.
 
     .venv/bin/python bench/bench_plan_starts.py [--window A B] [--skip N] [--lps N]
 """
@@ -74,11 +75,13 @@ class _Proxy:
         return getattr(highs, name)
 
 
+_DUAL = dataclasses.replace(highs.PLAN, strategy=1, edge_weights=2)  # the dual simplex, steepest edge
 #: the ways: (name, label, options, cold)
 WAYS = (("warm", "warm (Hadar's)", highs.PLAN, False),
         ("cold", "cold (presolve, crash)", highs.PLAN, True),
-        ("devex", "warm, Devex pricing", dataclasses.replace(highs.PLAN, edge_weights=1), False),
-        ("scaled", "warm, scaled", dataclasses.replace(highs.PLAN, scale=None), False),
+        ("dual", "warm, dual simplex", _DUAL, False),
+        ("dual-cold", "cold, dual simplex", _DUAL, True),
+        ("scaled", "warm, dual simplex, scaled", dataclasses.replace(_DUAL, scale=None), False),
         ("loose-warm", "warm, tolerances 1e-7 (to stop 37)", highs.DUAL_PRESOLVE, False),
         ("loose-cold", "cold, tolerances 1e-7 (to stop 37)", highs.DUAL_PRESOLVE, True))
 

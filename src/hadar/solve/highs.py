@@ -77,10 +77,10 @@ class Options:
 DUAL = Options(presolve="off", solver="simplex")
 #: HiGHS's defaults but the dual simplex, linprog(method="highs")'s answers: Hadar's plan and keeper LPs.
 DUAL_PRESOLVE = Options(presolve="choose", solver="choose", edge_weights=2)
-#: Hadar's JCT plan (``plan_lp``): DUAL_PRESOLVE with feasibility tolerances of 1e-9, as its tie rule
-#: prices differences of about 1e-7, and without scaling; its answer is then the same from any start
-#: and path (docs/hadar.md, "The plan LP solved to 1e-9").
-PLAN = Options(presolve="choose", solver="choose", edge_weights=2, tolerance=1e-9, scale=0)
+#: Hadar's JCT plan (``plan_lp``): feasibility tolerances of 1e-9, as its tie rule prices differences
+#: of about 1e-7, where its answer is the same from any start and path; so the cheapest path: no
+#: scaling, the primal simplex (docs/hadar.md, "The plan LP solved to 1e-9").
+PLAN = Options(presolve="choose", solver="choose", strategy=4, tolerance=1e-9, scale=0)
 
 
 class LPResult:
