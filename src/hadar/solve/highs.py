@@ -7,14 +7,15 @@ of such LPs, so :func:`solve` hands HiGHS the same model (columns in order,
 the matrix in compressed-column form with sorted row indices, the row and
 column bounds as given) under the options ``linprog`` sets, in a solver
 object emptied before each call (one per thread): HiGHS then takes the
-same path as on a fresh one and returns the same point, bit for bit. Two option sets are in use (:class:`Options`):
+same path as on a fresh one and returns the same point, bit for bit. Three option sets are in use (:class:`Options`):
 
 * :data:`DUAL`: dual simplex, no presolve, what ``linprog(method="highs-ds",
   options={"presolve": False})`` runs (Gavel's LPs, ``hadar.solve.lp``;
   ``tests/unit/test_policies_lp.py`` compares the two on max-min LPs).
 * :data:`DUAL_PRESOLVE`: dual simplex after HiGHS's presolve, the answers
-  of ``linprog(method="highs")`` (Hadar's plan and keeper LPs;
+  of ``linprog(method="highs")`` (Hadar's keeper and horizon LPs;
   ``tests/unit/test_hadar_groups.py`` compares the two).
+* :data:`PLAN`: Hadar's JCT plan, solved to 1e-9 by the primal simplex.
 
 A :class:`Warm` holder carries a solve's final basis to the next solve: of
 an LP with the same rows and columns (the same ``key``) as it is, and of an
@@ -261,7 +262,9 @@ def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray
     hi_col = np.full(n_col, np.inf) if col_upper is None else np.ascontiguousarray(col_upper, dtype=float)
     native = _native(options)
     if native is None:
-        return _by_linprog(cost, a, lo, hi, lo_col, hi_col, options)
+        from hadar.solve.by_linprog import by_linprog  # another SciPy (rare): imported only then
+
+        return by_linprog(cost, a, lo, hi, lo_col, hi_col, options)
     named = None if names is None else (np.asarray(names[0], dtype=np.int64).tobytes(),
                                         np.asarray(names[1], dtype=np.int64).tobytes())
     start, was = None, None if warm is None else warm.basis
@@ -386,25 +389,3 @@ def _carry(old: bytes, status: bytes, names: bytes, default: int) -> npt.NDArray
         hit = was[order][pos] == new
         out[hit] = st[order][pos][hit]
     return out
-
-
-def _by_linprog(c: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, lo_col: FloatArray, hi_col: FloatArray,
-                options: Options) -> LPResult:
-    """The same LP through ``linprog`` (rows with a finite lower bound as equalities)."""
-    from scipy.optimize import linprog
-
-    eq = np.isfinite(lo)
-    m = a.sparse()
-    ub, has_eq = (m[~eq] if eq.any() else m), bool(eq.any())
-    res = linprog(c, A_ub=ub if (~eq).any() else None, b_ub=hi[~eq] if (~eq).any() else None,
-                  A_eq=m[eq] if has_eq else None, b_eq=hi[eq] if has_eq else None,
-                  bounds=np.column_stack([lo_col, hi_col]), method=options.method,
-                  options={"presolve": options.presolve != "off"})
-    if res.status != 0 or res.x is None:
-        return LPResult(int(res.status) or 4, str(res.message))
-    dual = np.zeros(a.shape[0])
-    if (~eq).any():
-        dual[~eq] = res.ineqlin.marginals
-    if has_eq:
-        dual[eq] = res.eqlin.marginals
-    return LPResult(0, "optimal", np.asarray(res.x, dtype=float), float(res.fun), dual)
