@@ -76,11 +76,12 @@ class Options:
 
 #: linprog(method="highs-ds", options={"presolve": False}): Gavel's LPs (any vertex will do, they are re-centered).
 DUAL = Options(presolve="off", solver="simplex")
-#: HiGHS's defaults but the dual simplex, linprog(method="highs")'s answers: Hadar's plan and keeper LPs.
+#: HiGHS's defaults but the dual simplex, linprog(method="highs")'s answers: Hadar's keeper and horizon LPs.
 DUAL_PRESOLVE = Options(presolve="choose", solver="choose", edge_weights=2)
-#: Hadar's JCT plan (``plan_lp``): feasibility tolerances of 1e-9, as its tie rule prices differences
-#: of about 1e-7, where its answer is the same from any start and path; so the cheapest path: no
-#: scaling, the primal simplex (docs/hadar.md, "The plan LP solved to 1e-9").
+#: Hadar's JCT plan (``plan_lp``): feasibility tolerances of 1e-9, below the cost differences its tie
+#: rule makes (down to about 1e-7), where its answer hardly depends on the start or the path
+#: (bench/bench_plan_starts.py); so the cheapest path found: no scaling, the primal simplex
+#: (docs/hadar.md, "The plan LP solved to 1e-9 by the primal simplex").
 PLAN = Options(presolve="choose", solver="choose", strategy=4, tolerance=1e-9, scale=0)
 
 

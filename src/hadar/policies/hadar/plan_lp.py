@@ -107,8 +107,9 @@ def _costs(weight: FloatArray, ii: IntArray, dur: FloatArray, lens: FloatArray) 
     """The costs: per (pair, period) column the job's weight x the period's midpoint, plus the tie
     rule (among plans that get the work done at the same times, each job's faster types: TIE x the
     first period's length per unit, in proportion to how much slower than its fastest the type is),
-    then the overrun's price. In late periods the rule's charge is about 1e-7 of the cost, so
-    ``highs.PLAN`` solves the LP to 1e-9 (HiGHS's own 1e-7 left it to the simplex's path)."""
+    then the overrun's price. In late periods, between types of close speed, the rule's charge falls
+    to HiGHS's own tolerances (1e-7), where which type the LP picked was left to the simplex's path;
+    ``highs.PLAN`` solves it to 1e-9."""
     fastest = np.full(weight.size, np.inf)
     np.minimum.at(fastest, ii, dur)
     mid = np.cumsum(lens) - lens / 2
