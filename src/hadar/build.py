@@ -8,12 +8,12 @@ executor and clock are.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hadar.clock import Clock
-from hadar.engine import Engine, Executor, RoundPlanner
+from hadar.engine import NO_HOOKS, Engine, Executor, Hooks, RoundPlanner
 from hadar.mechanism.cadence import Cadence, GavelCadence, OnChange
 from hadar.mechanism.forking import ForkingPlanner
 from hadar.mechanism.ledger import JobLedger
@@ -90,18 +90,13 @@ def make_cadence(gavel_compat: bool) -> Cadence:
 
 def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Executor, clock: Clock, *,
          round_s: float, seed: int = 0, gavel_compat: bool = False, track_copies: bool = False,
-         on_event: Callable[[dict[str, Any]], None] | None = None,
-         on_progress: Callable[[int], None] | None = None,
-         make_ledger: Callable[..., JobLedger] = JobLedger,
-         fork_efficiency: ForkEfficiency = IDEAL) -> tuple[Engine, JobLedger]:
+         hooks: Hooks = NO_HOOKS, fork_efficiency: ForkEfficiency = IDEAL) -> tuple[Engine, JobLedger]:
     """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking);
-    ``make_ledger`` builds the ledger (the service's records every change in its store);
+    ``hooks``: who listens (events, progress, a recorder such as the service's store);
     ``fork_efficiency``: what the executor credits forked copies (the forking planner's gangs)."""
     traits = policy.traits
-    ledger = make_ledger(run_cluster(cluster, table, gavel_compat), table, round_s,
-                         track_copies=track_copies or traits.forks)
-    ledger.counters = traits.planner == "rounds"  # the one planner that reads Gavel's counters
+    ledger = JobLedger(run_cluster(cluster, table, gavel_compat), table, round_s,
+                       track_copies=track_copies or traits.forks)
     planner = make_planner(traits, seed, gavel_compat=gavel_compat, fork_efficiency=fork_efficiency)
-    engine = Engine(policy, planner, executor, clock, ledger,
-                    cadence=make_cadence(gavel_compat), on_event=on_event, on_progress=on_progress)
+    engine = Engine(policy, planner, executor, clock, ledger, cadence=make_cadence(gavel_compat), hooks=hooks)
     return engine, ledger

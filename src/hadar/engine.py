@@ -34,87 +34,106 @@ by 4 %) (docs/results.md, "Scale").
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import logging
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hadar.clock import Clock, elapsed_s
 from hadar.errors import InfeasibleError
 from hadar.mechanism.cadence import Cadence, OnChange
-from hadar.mechanism.ledger import JobLedger
-from hadar.model.cluster import Cluster
-from hadar.model.plan import Lease, RoundPlan, RoundReport
+from hadar.mechanism.ledger import Changes, JobLedger
+from hadar.model.job import Job
+from hadar.model.plan import Lease, NodeChange, RoundPlan, RoundReport
 from hadar.model.state import Allocation, SchedulerState
+from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
 from hadar.sources import JobSource
 
 log = logging.getLogger(__name__)
 #: How long an idle engine waits on a live source before it looks again (wall-clock runs).
 IDLE_POLL_S = 0.5
-#: The garbage collector's young-generation threshold while the loop runs (CPython's default: 700). A round
-#: allocates some tens of objects per active job (snapshot views, leases, results, counts) that die with the
-#: round; at 700 the young collections catch them alive and promote them, and full collections of the whole
-#: heap then follow every few rounds: a quarter of the CPU at 1,100 active jobs on 10,000 GPUs
-#: (docs/results.md, "Scale"). Acyclic garbage is freed when its last reference goes, whatever the
-#: threshold, so a larger one delays only the collection of reference cycles, which the loop rarely makes.
-_YOUNG_GC = 100_000
 #: Above this many active jobs, a round runs ``CUT_S_PER_JOB`` s per active job over it before an event
 #: may cut it (module docstring).
 SPACED_FROM = 1000
 CUT_S_PER_JOB = 0.16
 
 
-class _Collector:
-    """The loops running now in this process (the service's engine thread beside another, say) and
-    the collector's threshold from before the first of them raised it."""
-
-    lock = threading.Lock()
-    loops = 0
-    saved: tuple[int, ...] = ()
-
-
-@contextlib.contextmanager
-def _round_garbage() -> Iterator[None]:
-    """The collector's young threshold at least ``_YOUNG_GC`` while any loop runs, then as it was.
-
-    The threshold is the process's: the first loop to start raises it and the last to end puts it
-    back, whatever order loops in several threads end in."""
-    with _Collector.lock:
-        if _Collector.loops == 0:
-            _Collector.saved = old = gc.get_threshold()
-            gc.set_threshold(max(old[0], _YOUNG_GC), *old[1:])
-        _Collector.loops += 1
-    try:
-        yield
-    finally:
-        with _Collector.lock:
-            _Collector.loops -= 1
-            if _Collector.loops == 0:
-                gc.set_threshold(*_Collector.saved)
-
-
 class RoundPlanner(Protocol):
+    """Turns an allocation into leases on GPU ids; may keep state of its own, which it learns from the
+    same events as the rest (``mechanism/planning.py``)."""
+
     def plan(self, state: SchedulerState, allocation: Allocation | None,
              previous: RoundPlan | None) -> RoundPlan: ...
 
+    def resolved(self, state: SchedulerState, previous: Allocation | None) -> None: ...
+
+    def observe(self, plan: RoundPlan, report: RoundReport) -> None: ...
+
+    def stalled(self) -> None: ...
+
+    def dump(self) -> dict[str, object]: ...
+
+    def load(self, data: dict[str, object]) -> None: ...
+
 
 class Executor(Protocol):
+    def admit(self, jobs: list[Job]) -> ThroughputTable | None:
+        """Jobs about to join the run: the executor's table with their rows where it keeps one (None: the
+        table the run was given holds them)."""
+        ...
+
     def run_round(self, plan: RoundPlan) -> RoundReport:
-        """Run the plan's leases until ``start_s + duration_s`` at the latest; report what they did."""
+        """Run the plan's leases until ``start_s + duration_s`` at the latest; report what they did and
+        everything learned in doing so (measured rates, restart costs, committed checkpoints)."""
         ...
 
     def estimate_rate(self, lease: Lease) -> float | None:
         """Steps/s the lease is expected to make (None: unknown)."""
         ...
 
-    def cluster_view(self) -> Cluster | None:
-        """The cluster as the executor sees it now (nodes down, joined), or None: unchanged."""
+    def cluster_view(self) -> NodeChange | None:
+        """Nodes down, back or joined since the last call (None: unchanged)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class RoundRecord:
+    """One round as a recorder sees it: the plan, the report, what the ledger changed, and the state a
+    restart must continue from (the allocation in force, the planner's and the cadence's state)."""
+
+    plan: RoundPlan
+    report: RoundReport
+    changes: Changes
+    allocation: Allocation | None
+    planner: dict[str, object]
+    cadence: dict[str, object]
+
+
+class Recorder(Protocol):
+    """Observes the run (the service's store): every round, and every change between rounds."""
+
+    def round(self, record: RoundRecord, ledger: JobLedger) -> None:
+        """A round ran (``ledger``: the run's, to read the jobs' records from)."""
+        ...
+
+    def changed(self, now_s: float, changes: Changes, ledger: JobLedger) -> None:
+        """A change between rounds: a cancellation, a node change."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """Who listens to a run: ``on_event`` gets each event as a dict, ``on_progress`` the count of
+    measured jobs that ended, ``recorder`` every round and change (None: nobody)."""
+
+    on_event: Callable[[dict[str, Any]], None] | None = None
+    on_progress: Callable[[int], None] | None = None
+    recorder: Recorder | None = None
+
+
+NO_HOOKS = Hooks()
 
 
 @dataclass(slots=True)
@@ -134,25 +153,31 @@ class Engine:
     """Runs jobs from a source to completion under one policy, planner, executor, clock and cadence."""
 
     def __init__(self, policy: Policy, planner: RoundPlanner, executor: Executor, clock: Clock, ledger: JobLedger,
-                 *, cadence: Cadence | None = None,
-                 on_event: Callable[[dict[str, Any]], None] | None = None,
-                 on_progress: Callable[[int], None] | None = None) -> None:
+                 *, cadence: Cadence | None = None, hooks: Hooks = NO_HOOKS) -> None:
         self.policy, self.planner, self.executor, self.clock, self.ledger = policy, planner, executor, clock, ledger
         self.traits = policy.traits
         self.cadence = cadence or OnChange()
-        self.on_event = on_event or (lambda e: None)
-        self._recording = on_event is not None  # build the per-round event only for a listener
-        self.on_progress = on_progress or (lambda n: None)
+        self.on_event = hooks.on_event or (lambda e: None)
+        self._recording = hooks.on_event is not None  # build the per-round event only for a listener
+        self.on_progress = hooks.on_progress or (lambda n: None)
+        self.recorder = hooks.recorder
         self.allocation: Allocation | None = None
         self.stats = RunStats()
         self._measured_done = 0
 
-    def run(self, source: JobSource) -> RunStats:
-        with _round_garbage():
-            return self._loop(source)
+    def resume(self, allocation: Allocation | None, planner: dict[str, object], cadence: dict[str, object]) -> None:
+        """Continue a recorded run: the allocation in force and the planner's and cadence's state as the
+        recorder last saw them (the ledger is rebuilt by whoever resumes the run)."""
+        self.allocation = allocation
+        if planner:
+            self.planner.load(planner)
+        if cadence:
+            self.cadence.load(cadence)
 
-    def _loop(self, source: JobSource) -> RunStats:
+    def run(self, source: JobSource) -> RunStats:
         started = elapsed_s()
+        if self.ledger.active:  # jobs resumed into the ledger before the run
+            self.cadence.note(Changes(arrived=tuple(self.ledger.active)))
         first = source.next_arrival()
         if first is not None:
             self.clock.advance_to(first)
@@ -163,7 +188,8 @@ class Engine:
             self._admit(source, now)
             self._changes(source, now)
             if source.next_arrival() is None and ran_nothing:
-                self.ledger.stall_reset()
+                self.cadence.stalled()  # Gavel's stall breaker, for the cadence and the planner alike
+                self.planner.stalled()
             plan = self._decide(now, previous)
             if not plan.leases:
                 ran_nothing = True
@@ -184,22 +210,39 @@ class Engine:
 
     # -- one round -----------------------------------------------------------------
     def _admit(self, source: JobSource, now: float) -> None:
-        for job in source.pop_arrived(now):
-            self.ledger.add(job)
+        jobs = source.pop_arrived(now)
+        if not jobs:
+            return
+        table = self.executor.admit(jobs)
+        if table is not None:
+            self.cadence.note(self.ledger.update_table(table))
+        for job in jobs:
+            self.cadence.note(self.ledger.add(job))
             self.on_event({"t": now, "event": "arrival", "job": job.job_id, "job_type": job.job_type,
                            "scale_factor": job.scale_factor})
 
     def _changes(self, source: JobSource, now: float) -> None:
         """Cancellations from the source and node changes from the executor, at a round boundary."""
-        ended = [jid for jid in source.pop_cancelled() if self.ledger.cancel(jid, now)]
-        for jid in ended:
-            self.on_event({"t": now, "event": "cancelled", "job": jid})
+        ended: list[int] = []
+        for jid in source.pop_cancelled():
+            changes = self.ledger.cancel(jid, now)
+            if changes:
+                ended.append(jid)
+                self.on_event({"t": now, "event": "cancelled", "job": jid})
+                self._changed(now, changes)
         self._count_ended(ended, source)
-        view = self.executor.cluster_view()
-        if view is not None and view != self.ledger.cluster:
-            self.ledger.set_cluster(view)
+        change = self.executor.cluster_view()
+        if change is not None and change.cluster != self.ledger.cluster:
+            view = change.cluster
+            changes = self.ledger.set_cluster(view, change.table)
             self.on_event({"t": now, "event": "cluster", "nodes": len(view.nodes), "down": sorted(view.down),
                            "gpus_up": len(view.up_gpus)})
+            self._changed(now, changes)
+
+    def _changed(self, now: float, changes: Changes) -> None:
+        self.cadence.note(changes)
+        if self.recorder is not None:
+            self.recorder.changed(now, changes, self.ledger)
 
     def _count_ended(self, ended: list[int], source: JobSource) -> None:
         done = sum(1 for j in ended if source.measured(j))
@@ -209,7 +252,7 @@ class Engine:
 
     def _decide(self, now: float, previous: RoundPlan | None) -> RoundPlan:
         t0 = elapsed_s()
-        if self.cadence.due(self.ledger, now, self.traits.resolve == "every_round"):
+        if self.cadence.due(now, self.traits.resolve == "every_round"):
             self._resolve(now)
         plan = self.planner.plan(self.ledger.snapshot(now), self.allocation, previous)
         decision = elapsed_s(t0)
@@ -218,9 +261,11 @@ class Engine:
         return plan
 
     def _resolve(self, now: float) -> None:
-        self.ledger.reset_counters(now, self.allocation)
+        state = self.ledger.snapshot(now)
+        self.planner.resolved(state, self.allocation)
+        self.cadence.resolved(now)
         t0 = elapsed_s()
-        self.allocation = self.policy.allocate(self.ledger.snapshot(now))
+        self.allocation = self.policy.allocate(state)
         self.stats.solve_s += elapsed_s(t0)
         self.stats.resolves += 1
         self.ledger.record_resolve(self.allocation)
@@ -237,7 +282,10 @@ class Engine:
 
     def _run_round(self, plan: RoundPlan, source: JobSource) -> RoundReport:
         report = self.executor.run_round(plan)
-        ended = self.ledger.apply(plan, report)
+        changes = self.ledger.apply(plan, report)
+        self.planner.observe(plan, report)
+        self.cadence.note(changes)
+        ended = changes.ended
         self.stats.rounds += 1
         if self._recording:
             busy = sum(max(0.0, r.end_s - report.start_s) * len(r.gpus) for r in report.results)
@@ -250,7 +298,10 @@ class Engine:
                 self.on_event({"t": rec.finish_s, "event": "finish", "job": jid})
             else:
                 self.on_event({"t": rec.failed_s, "event": "job_failed", "job": jid, "error": rec.failure})
-        self._count_ended(ended, source)
+        self._count_ended(list(ended), source)
+        if self.recorder is not None:
+            self.recorder.round(RoundRecord(plan, report, changes, self.allocation, self.planner.dump(),
+                                            self.cadence.dump()), self.ledger)
         return report
 
     def _end_time(self, job_id: int) -> float:

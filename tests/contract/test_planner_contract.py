@@ -62,9 +62,7 @@ def _state(n_jobs: int, per_node: int, now: float = 4_000.0) -> SchedulerState:
         total = 20_000.0
         jobs.append(JobView(job_id=10 + i, job_type=jt, scale_factor=sf, priority_weight=1.0 + (i % 3 == 0),
                             arrival_s=now - 250.0 * i, total_steps=total, remaining_steps=total * (1 - 0.1 * (i % 7)),
-                            throughputs=TABLE.row(jt, sf, cluster.gpu_types),
-                            received_s=tuple(180.0 + 60.0 * ((i + r) % 4) for r in range(3)),
-                            deficit_s=tuple(10.0 * ((i * r) % 5) for r in range(3))))
+                            throughputs=TABLE.row(jt, sf, cluster.gpu_types)))
     return SchedulerState(now_s=now, round_s=360.0, cluster=cluster, jobs=tuple(jobs), table=TABLE)
 
 

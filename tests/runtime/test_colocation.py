@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hadar.cli import main
+from hadar.mechanism.ledger import pairs_moved
 from hadar.model.cluster import Cluster, Node
 from hadar.model.job import Job
 from hadar.model.plan import Lease
@@ -87,7 +88,7 @@ def test_a_co_located_rate_that_moves_asks_for_a_re_solve(new, types, moved):
         return ThroughputTable({("a", 1): {"v100": 10.0}, ("b", 1): {"v100": 10.0}},
                                pairs={("a", 1, "b"): {"v100": rates}, ("b", 1, "a"): {"v100": rates[::-1]}})
 
-    assert colocation.pairs_moved(table((5.0, 9.0)), table(new), types, 0.25) is moved
+    assert pairs_moved(table((5.0, 9.0)), table(new), types, 0.25) is moved
 
 
 def test_an_emulated_pair_is_slowed_by_its_co_location_ratio(table, tmp_path):

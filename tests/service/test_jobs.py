@@ -20,7 +20,6 @@ from hadar.runtime.executor import RayExecutor
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.service import joblog, runtime
 from hadar.service.scheduler import _name_conflict
-from hadar.service.source import LiveSource
 from hadar.service.specs import job_from_spec, parse_job_file, to_new_jobs
 from hadar.service.store import Store
 
@@ -139,14 +138,6 @@ def test_job_logs_get_committed_events_and_are_read_from_the_end(tmp_path):
     assert joblog.read(tmp_path, 2, limit=10**6)[0].startswith("line ")  # a cut first line is left out
 
 
-def test_the_live_source_registers_jobs_before_the_engine_sees_them():
-    seen: list[int] = []
-    src = LiveSource(VirtualClock(10.0), on_admit=lambda jobs: seen.extend(j.job_id for j in jobs))
-    src.add([Job(1, "lstm", 1, 10, arrival_s=5.0), Job(2, "lstm", 1, 10, arrival_s=50.0)])
-    assert [j.job_id for j in src.pop_arrived(10.0)] == [1] and seen == [1]
-    assert src.pop_arrived(10.0) == [] and seen == [1]
-
-
 class _Watcher:
     def __init__(self, view: Cluster) -> None:
         self.view: Cluster | None = view
@@ -159,13 +150,13 @@ class _Watcher:
 def test_a_node_of_a_new_gpu_type_adds_its_column(tmp_path):
     cluster = Cluster((Node("a", "v100", 1),))
     executor = _executor(tmp_path, cluster)
-    tables: list[ThroughputTable] = []
-    executor.on_table = tables.append
     job = parse_job_file("jobs:\n  - {job_type: lstm, total_steps: 300}\n", "j.yaml")[0]
-    executor.register(job)
+    assert executor.admit([job]).get(job.job_type, 1, "v100") > 0
     grown = cluster.with_node(Node("b", "k80", 2))
     executor.nodes = _Watcher(grown)
-    assert executor.cluster_view() == grown and executor.book.cluster == grown
-    assert executor.tracker.types == ("v100", "k80") and tables[-1].get(job.job_type, 1, "k80") > 0
+    change = executor.cluster_view()
+    assert change is not None and change.cluster == grown and executor.book.cluster == grown
+    assert change.table is not None and change.table.get(job.job_type, 1, "k80") > 0
+    assert executor.tracker.types == ("v100", "k80")
     executor.book.observe(_lease(job, (2,)), 30.0, 3.0, 1.0)
     assert executor.tracker.kind(job.job_type, 1, "k80") == "measured"  # a lease on the new node counts

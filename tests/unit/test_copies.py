@@ -40,7 +40,7 @@ def test_progress_is_sum_of_copies_and_finish_is_exact(table):
     plan = copies_plan(ledger, start, [(0, 1), (2, 3)])
     report = ex.run_round(plan)
     finished = ledger.apply(plan, report)
-    assert finished == [0]
+    assert finished.ended == (0,)
     assert sum(c.steps for c in rec.copies) == pytest.approx(total)
     assert rec.finish_s == pytest.approx(start + (total - done_first) / (r_v + r_k))
     assert all(r.end_s == pytest.approx(rec.finish_s) for r in report.results)

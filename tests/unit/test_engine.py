@@ -132,70 +132,18 @@ def test_unknown_job_type_and_gpu_type(table):
         simulate([job(0, sf=3)], parse_cluster("4:0:0"), table, FastestTypePolicy())
 
 
-def test_the_loop_collects_young_garbage_less_often_and_restores_the_collector(table):
-    """A round's short-lived objects must not be promoted by young collections (engine._YOUNG_GC): the
-    threshold is raised while the loop runs and is what it was afterwards, also when the run fails."""
+def test_the_loop_leaves_the_garbage_collector_as_it_is(table):
+    """No process-wide side effect: the engine never changes the collector's thresholds."""
     import gc
 
-    from hadar import engine
-
-    seen: list[int] = []
+    seen: list[tuple[int, int, int]] = []
 
     class Watching(FastestTypePolicy):
         def allocate(self, state):
-            seen.append(gc.get_threshold()[0])
+            seen.append(gc.get_threshold())
             return super().allocate(state)
 
     before = gc.get_threshold()
-    try:
-        gc.set_threshold(700, 10, 10)
-        simulate([job(0, steps=2000.0), job(1, steps=500.0, arrival=100.0)], parse_cluster("1:1:0"), table,
-                 Watching())
-        assert seen and set(seen) == {engine._YOUNG_GC}
-        assert gc.get_threshold() == (700, 10, 10)
+    simulate([job(0, steps=2000.0), job(1, steps=500.0, arrival=100.0)], parse_cluster("1:1:0"), table, Watching())
+    assert seen and set(seen) == {before} and gc.get_threshold() == before
 
-        class Failing(FastestTypePolicy):
-            def allocate(self, state):
-                raise RuntimeError("policy failed")
-
-        with pytest.raises(RuntimeError, match="policy failed"):
-            simulate([job(0)], parse_cluster("1:0:0"), table, Failing())
-        assert gc.get_threshold() == (700, 10, 10)
-    finally:
-        gc.set_threshold(*before)
-
-
-def test_loops_in_two_threads_put_the_collector_back_whatever_order_they_end_in():
-    """The threshold is the process's: a loop that starts while another runs and ends first must not
-    restore the raised value, nor the other one leave it raised (the service's engine beside another)."""
-    import gc
-    import threading
-
-    from hadar import engine
-
-    before = gc.get_threshold()
-    first_in, second_in, first_may_end = threading.Event(), threading.Event(), threading.Event()
-    seen: dict[str, int] = {}
-
-    def first() -> None:
-        with engine._round_garbage():
-            first_in.set()
-            second_in.wait(10)
-            first_may_end.wait(10)
-        seen["after first"] = gc.get_threshold()[0]
-
-    try:
-        gc.set_threshold(700, 10, 10)
-        t = threading.Thread(target=first)
-        t.start()
-        first_in.wait(10)
-        with engine._round_garbage():  # starts second, ends before the first
-            second_in.set()
-            seen["inside both"] = gc.get_threshold()[0]
-        seen["second ended"] = gc.get_threshold()[0]
-        first_may_end.set()
-        t.join(10)
-        assert seen == {"inside both": engine._YOUNG_GC, "second ended": engine._YOUNG_GC, "after first": 700}
-        assert gc.get_threshold() == (700, 10, 10)
-    finally:
-        gc.set_threshold(*before)

@@ -9,7 +9,7 @@ from hadar.clock import VirtualClock
 from hadar.config import parse_cluster
 from hadar.model.cluster import Cluster, Node
 from hadar.model.job import Job
-from hadar.model.plan import RoundPlan, RoundReport
+from hadar.model.plan import NodeChange, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
 from hadar.sim.executor import SimulatedExecutor
 from hadar.sources import Workload
@@ -29,11 +29,12 @@ class FlakyNodes(SimulatedExecutor):
         self.plans.append(plan)
         return super().run_round(plan)
 
-    def cluster_view(self) -> Cluster | None:
+    def cluster_view(self) -> NodeChange | None:
         view = self.changes.get(self.rounds)
-        if view is not None:
-            self.cluster = view
-        return view
+        if view is None:
+            return None
+        self.cluster = view
+        return NodeChange(view)
 
 
 def test_cluster_view_leaves_down_nodes_out_but_keeps_gpu_ids():

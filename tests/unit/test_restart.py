@@ -177,5 +177,6 @@ def test_a_measured_restart_weighs_only_where_the_job_gives_none():
     ledger.add(_job(0))
     ledger.add(_job(1, restart_s=5.0))
     assert [j.restart_s for j in ledger.snapshot(0.0).jobs] == [0.0, 5.0]
-    ledger.set_measured_restarts({0: 12.5, 1: 40.0})
+    # the executor's report says what it measured; the ledger weighs it where the job gives none
+    ledger.apply(RoundPlan(0.0, 360.0), RoundReport(0.0, 0.0, restart_s=((0, 12.5), (1, 40.0))))
     assert [j.restart_s for j in ledger.snapshot(0.0).jobs] == [12.5, 5.0]

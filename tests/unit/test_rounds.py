@@ -5,6 +5,7 @@ import numpy as np
 from hadar.config import parse_cluster
 from hadar.mechanism.ledger import JobLedger
 from hadar.mechanism.rounds import GavelRoundPlanner
+from hadar.model.plan import LeaseResult, RoundReport
 from hadar.model.state import Allocation
 from tests.helpers import job
 
@@ -98,27 +99,31 @@ def test_outside_gavel_compat_spare_gpus_go_out_after_every_positive_priority(ta
     assert _on(GavelRoundPlanner(spare_last=True).plan(state, alloc, None), ledger) == {0: "p100", 1: "v100"}
 
 
-def test_only_the_rounds_planner_gets_gavels_counters(table):
-    """The ledger keeps time-received counters and deficits only where the rounds planner reads them
-    (build.wire); without them a re-solve just advances the reset time and count, and the views carry
-    the seeds."""
-    from hadar.build import policy_for_run, wire
-    from hadar.clock import VirtualClock
-    from hadar.sim.executor import SimulatedExecutor
+def test_gavels_counters_are_the_rounds_planners_own(table):
+    """Gavel's time-received counters and deficits live in the rounds planner (no view, no ledger field):
+    a re-solve folds the time received since the last reset into the deficit, the stall breaker counts
+    the whole run, and the state survives a dump and load."""
+    from hadar.model.state import JobView
 
     cluster = parse_cluster("2:0:0")
-    kept = {}
-    for name in ("max_min_fairness_perf", "hadar", "hadare"):
-        executor = SimulatedExecutor(cluster, table)
-        _, ledger = wire(policy_for_run(name).policy, cluster, table, executor, VirtualClock(), round_s=360.0)
-        kept[name] = ledger.counters
-        ledger.add(job(0))
-        state = ledger.snapshot(0.0)
-        alloc = Allocation(state.job_ids, ("v100",), np.array([[1.0]]))
-        ledger.reset_counters(720.0, alloc)
-        view = ledger.snapshot(720.0).jobs[0]
-        assert ledger.last_reset_s == 720.0 and ledger.resolves == 1
-        # LAS: the job should have had 720 s on the V100 and had none (its seed of half a round)
-        assert view.deficit_s == ((720.0,) if ledger.counters else (0.0,))
-        assert view.received_s == (180.0,)
-    assert kept == {"max_min_fairness_perf": True, "hadar": False, "hadare": False}
+    ledger = JobLedger(cluster, table, 360.0)
+    ledger.add(job(0))
+    assert not hasattr(ledger.snapshot(0.0).jobs[0], "deficit_s") and "received_s" not in JobView.__slots__
+    planner = GavelRoundPlanner()
+    state = ledger.snapshot(0.0)
+    alloc = Allocation(state.job_ids, ("v100",), np.array([[1.0]]))
+    planner.resolved(state, None)
+    planner.resolved(ledger.snapshot(720.0), alloc)
+    # LAS: the job should have had 720 s on the V100 and had none (its seed of half a round)
+    assert planner.counters.of(0) == ([180.0], [720.0])
+    plan = planner.plan(ledger.snapshot(720.0), alloc, None)
+    report = RoundReport(720.0, 1080.0, (LeaseResult(0, 0, plan.leases[0].gpus, 10.0, 1080.0),))
+    planner.observe(plan, report)
+    assert planner.counters.of(0) == ([540.0], [720.0])
+    planner.stalled()
+    saved = GavelRoundPlanner()
+    saved.load(planner.dump())
+    for p in (planner, saved):
+        p.resolved(ledger.snapshot(1080.0), alloc)  # since 0 (stalled): 1,080 s owed, 360 s run
+        assert p.counters.of(0) == ([180.0], [720.0 + 1080.0 - 360.0])
+

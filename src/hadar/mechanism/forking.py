@@ -36,6 +36,7 @@ import numpy as np
 
 from hadar.arrays import FloatArray, IntArray
 from hadar.mechanism.fork_credit import credited_copies
+from hadar.mechanism.planning import Stateless
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.plan import Lease, RoundPlan
@@ -185,7 +186,7 @@ def _best(nodes: NodeFree, book: Prices, job: CopyCandidate, round_s: float, mod
     return best
 
 
-class ForkingPlanner:
+class ForkingPlanner(Stateless):
     """Leases from an allocation's ``copies`` (HadarE): one lease per (node, GPU count) copy.
 
     GPU ids on a node: first those the job held there last round (so a copy that keeps its node

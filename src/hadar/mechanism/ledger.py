@@ -1,18 +1,21 @@
 """The JobLedger: the only mutable bookkeeping of a run.
 
 It admits jobs, applies round reports (progress, attained service, finish
-times), keeps Gavel's per-(job, type) time-received counters and deficits
-(where the rounds planner reads them), and produces frozen ``SchedulerState`` snapshots. Forked copies' progress
-(HadarE) adds up here identically for the simulator and the runtime.
+times, and what the executor measured: rates, restart costs) and produces frozen
+``SchedulerState`` snapshots. Every method that changes scheduling state returns the
+``Changes`` it made; the engine hands them to the cadence (whether a re-solve is due) and the
+recorder, so no flag is set from outside. Forked copies' progress (HadarE) adds up here
+identically for the simulator and the runtime. Policy- and planner-specific state (Gavel's
+counters, a policy's memory) is not here: it belongs to the planner and the allocation.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hadar.mechanism.changes import MOVED_SHARE, NOTHING, Changes, Resumed, pairs_moved
 from hadar.model.cluster import Cluster
 from hadar.model.frozen import builder
 from hadar.model.job import Job
@@ -22,6 +25,8 @@ from hadar.model.throughput import ThroughputTable
 
 DONE_EPS = 1e-6
 _job_view = builder(JobView)
+__all__ = ["DONE_EPS", "MOVED_SHARE", "NOTHING", "Changes", "CopyRound", "JobLedger", "JobRecord", "Resumed",
+           "done_at", "pairs_moved"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +52,6 @@ class JobRecord:
     first_start_s: float | None = None
     finish_s: float | None = None
     attained_gpu_s: float = 0.0
-    received_s: list[float] = field(default_factory=list)  # per type, since the last reset
-    deficit_s: list[float] = field(default_factory=list)
     prev_gpus: tuple[int, ...] = ()
     rounds_run: int = 0
     restarts: int = 0
@@ -89,7 +92,7 @@ class JobRecord:
 
 
 class JobLedger:
-    """Bookkeeping for one run. ``round_s`` seeds Gavel's counters with round/2."""
+    """Bookkeeping for one run (``round_s``: the run's round length, which snapshots carry)."""
 
     def __init__(self, cluster: Cluster, table: ThroughputTable, round_s: float, *,
                  track_copies: bool = True) -> None:
@@ -102,9 +105,6 @@ class JobLedger:
         self.records: dict[int, JobRecord] = {}
         self.active: dict[int, JobRecord] = {}  # insertion (= id) order
         self.gpu_busy_s = [0.0] * cluster.num_gpus
-        self.last_reset_s = 0.0
-        self.counters = True  # keep Gavel's per-type counters (build.wire: where the rounds planner reads them)
-        self.need_update = False
         self.memo: Mapping[str, Any] = {}
         self.lease_extensions = 0
         self.lease_opportunities = 0
@@ -118,21 +118,19 @@ class JobLedger:
         self._types_of: dict[tuple[int, ...], tuple[tuple[int, str], ...]] = {}  # GPU ids -> (type index, name), sorted
 
     # ---- admission and snapshots -------------------------------------------------
-    def add(self, job: Job, *, done_steps: float = 0.0, attained_gpu_s: float = 0.0,
-            first_start_s: float | None = None) -> None:
-        """Admit ``job``; a job resumed from a record (a restarted service) passes the progress it
-        had: ``done_steps`` (in its latest checkpoint), ``attained_gpu_s`` and ``first_start_s``."""
+    def add(self, job: Job, resumed: Resumed | None = None) -> Changes:
+        """Admit ``job``; a job resumed from a record (a restarted service) passes the progress it had."""
         rates = self.table.row(job.job_type, job.scale_factor, self.types)
-        seed = self.round_s / 2.0
-        rec = JobRecord(job, rates, max(0.0, float(job.total_steps) - done_steps), first_start_s=first_start_s,
-                        attained_gpu_s=attained_gpu_s,
-                        received_s=[seed] * len(self.types), deficit_s=[0.0] * len(self.types))
+        r = resumed or Resumed()
+        rec = JobRecord(job, rates, max(0.0, float(job.total_steps) - r.done_steps), first_start_s=r.first_start_s,
+                        attained_gpu_s=r.attained_gpu_s, rounds_run=r.rounds_run, restarts=r.restarts,
+                        steps_by_type=dict(r.steps_by_type))
         self.records[job.job_id] = rec
         self.active[job.job_id] = rec
         self._views = None
-        self.need_update = True
         if self.first_arrival_s is None:
             self.first_arrival_s = job.arrival_s
+        return Changes(arrived=(job.job_id,))
 
     def snapshot(self, now_s: float) -> SchedulerState:
         """The active jobs as they are now (unchanged records' views reused: they are frozen and equal)."""
@@ -148,54 +146,54 @@ class JobLedger:
             rec.view = None
         self._views = None
 
-    def set_measured_restarts(self, measured: Mapping[int, float]) -> None:
-        """Restart costs the runtime measured (job id -> s): a job that gives no ``restart_s`` is weighed
+    def _measured_restarts(self, measured: Iterable[tuple[int, float]]) -> None:
+        """Restart costs the executor measured (job id, s): a job that gives no ``restart_s`` is weighed
         with its measured one from the next snapshot on."""
-        for jid, s in measured.items():
+        for jid, s in measured:
             rec = self.active.get(jid)
-            if rec is not None:
+            if rec is not None and rec.measured_restart_s != s:
                 rec.measured_restart_s = s
                 self._changed((rec,))
 
-    def update_table(self, table: ThroughputTable, *, resolve_if_moved: float | None = None) -> None:
-        """Use ``table`` from now on (e.g. the runtime's measured throughputs): refreshes active jobs' rates.
+    def update_table(self, table: ThroughputTable, *, moved_share: float | None = None) -> Changes:
+        """Use ``table`` from now on (e.g. the executor's measured throughputs): refreshes active jobs' rates.
 
-        ``resolve_if_moved``: ask for a re-solve when some active job's rate on some type moved by
-        more than this share of what the policy saw."""
-        self.table = table
+        ``moved_share``: the change says ``rates_moved`` when some active job's rate on some type, or a
+        co-located rate of two active job types, moved by more than this share of what the policy saw."""
+        old_table, self.table = self.table, table
         moved = False
         for rec in self.active.values():
             old = rec.throughputs
             rec.throughputs = table.row(rec.job.job_type, rec.job.scale_factor, self.types)
-            if resolve_if_moved is not None and not moved:
-                moved = any(abs(n - o) > resolve_if_moved * o
+            if moved_share is not None and not moved:
+                moved = any(abs(n - o) > moved_share * o
                             for n, o in zip(rec.throughputs, old, strict=True) if o > 0)
+        if moved_share is not None and not moved:
+            moved = pairs_moved(old_table, table, {r.job.job_type for r in self.active.values()}, moved_share)
         self._changed()
-        if moved:
-            self.need_update = True
+        return Changes(rates_moved=moved)
 
     def record_resolve(self, allocation: Allocation) -> None:
-        """The policy was re-solved: keep its memo for the next snapshot; nothing is pending."""
+        """The policy was re-solved: keep its memo for the next snapshot."""
         self.memo = allocation.memo
-        self.need_update = False
+        self.resolves += 1
 
-    def cancel(self, job_id: int, at_s: float) -> bool:
-        """End an active job as cancelled (it never runs again); False if it is not active."""
+    def cancel(self, job_id: int, at_s: float) -> Changes:
+        """End an active job as cancelled (it never runs again); no change if it is not active."""
         rec = self.active.pop(job_id, None)
         if rec is None:
-            return False
+            return NOTHING
         rec.cancelled_s = at_s
         rec.prev_gpus = ()
         self._holding.discard(job_id)
         self._held.discard(job_id)
         self._changed((rec,))
-        self.need_update = True
-        return True
+        return Changes(cancelled=(job_id,))
 
-    def set_cluster(self, cluster: Cluster) -> None:
+    def set_cluster(self, cluster: Cluster, table: ThroughputTable | None = None) -> Changes:
         """Nodes went down, came back or joined: ``cluster`` keeps every existing node in its place
-        (GPU ids keep their meaning; joined nodes are appended). Per-type counters follow types by
-        name; a job whose GPUs went down restarts elsewhere from its checkpoint."""
+        (GPU ids keep their meaning; joined nodes are appended); ``table``: the executor's table where a
+        new type came with them. A job whose GPUs went down restarts elsewhere from its checkpoint."""
         old = self.cluster
         if cluster.nodes[:len(old.nodes)] != old.nodes:
             raise ValueError("a new cluster view must keep the existing nodes in order (joins are appended)")
@@ -203,59 +201,21 @@ class JobLedger:
             cluster = cluster.in_order(old.gpu_types)
         if old.prices and not cluster.prices:  # so do the cluster file's prices (a view knows only nodes)
             cluster = replace(cluster, prices=old.prices)
-        old_types, seed = self.types, self.round_s / 2.0
+        if table is not None:
+            self.table = table
         self.cluster, self.types = cluster, cluster.gpu_types
         self._type_index = [self.types.index(t) for t in cluster.gpu_type_of]
         self._types_of.clear()
         self.gpu_busy_s.extend([0.0] * (cluster.num_gpus - len(self.gpu_busy_s)))
         for rec in self.records.values():
-            got = dict(zip(old_types, rec.received_s, strict=True))
-            owed = dict(zip(old_types, rec.deficit_s, strict=True))
-            rec.received_s = [got.get(t, seed) for t in self.types]
-            rec.deficit_s = [owed.get(t, 0.0) for t in self.types]
             rec.throughputs = self.table.row(rec.job.job_type, rec.job.scale_factor, self.types)
         self._changed()
-        self.need_update = True
-
-    def request_resolve(self) -> None:
-        """Something outside the ledger changed (a node, a cancellation): re-solve at the next boundary."""
-        self.need_update = True
-
-    def stall_reset(self) -> None:
-        """Gavel's stall breaker (all arrived, a round ran nothing): an immediate re-solve, whole run counted."""
-        self.last_reset_s = 0.0
-
-    # ---- Gavel's counter reset (at every re-solve) -----------------------------
-    def reset_counters(self, now_s: float, allocation: Allocation | None) -> None:
-        """Fold time received since the last reset into deficits; reseed counters."""
-        if not self.counters:  # none kept (the views carry their seeds): only the reset's time and count
-            self.last_reset_s, self.resolves = now_s, self.resolves + 1
-            return
-        elapsed, seed, n = now_s - self.last_reset_s, self.round_s / 2.0, len(self.types)
-        seeds = [seed] * n
-        # per type, allocation.fraction(jid, t) * elapsed from its row (a type or job it lacks: 0.0 * elapsed)
-        cols = [allocation.gpu_types.index(t) if t in allocation.gpu_types else -1 for t in self.types] \
-            if allocation is not None else []
-        none = [0.0 * elapsed] * n if allocation is not None else [0.0] * n
-        for jid, rec in self.active.items():
-            row = allocation.row(jid) if allocation is not None else None
-            should = none if row is None else [row[c] * elapsed if c >= 0 else none[0] for c in cols]
-            owed, got = rec.deficit_s, rec.received_s
-            changed = got != seeds  # = some got[j] != seed
-            for j in range(n):
-                old = owed[j]
-                new = owed[j] = old + (should[j] - (got[j] - seed))
-                if not changed and (new != old or (new == 0.0 and math.copysign(1.0, new) != math.copysign(1.0, old))):
-                    changed = True
-            got[:] = seeds
-            if changed:
-                rec.view = self._views = None
-        self.last_reset_s = now_s
-        self.resolves += 1
+        return Changes(cluster=True)
 
     # ---- applying a round ------------------------------------------------------
-    def apply(self, plan: RoundPlan, report: RoundReport) -> list[int]:
-        """Record what the round did; returns ids of jobs that ended (finished, or failed for good)."""
+    def apply(self, plan: RoundPlan, report: RoundReport) -> Changes:
+        """Record what the round did, and what the executor measured in it; returns what changed (the
+        jobs that ended: finished, or failed for good; whether a measured rate moved)."""
         self.rounds += 1
         active = self.active
         prev = self._held  # held GPUs last round (read before _moved below updates it)
@@ -302,17 +262,25 @@ class JobLedger:
                 ended.add(res.job_id)
         for g, busy in (gpu_busy or {}).items():
             busy_s[g] += busy
-        self._views = None
+        self._views = None  # (every result's record changed above)
         self._moved(ran, restoring)
         finished = [jid for jid in active if jid in ended] if ended else []
         for jid in finished:
             del active[jid]
             self._holding.discard(jid)
             self._held.discard(jid)
-        if finished:
-            self.need_update = True
         self.last_event_s = max(self.last_event_s, report.end_s)
-        return finished
+        moved = self._measured(report)
+        return Changes(ended=tuple(finished), rates_moved=moved) if finished or moved else NOTHING
+
+    def _measured(self, report: RoundReport) -> bool:
+        """What the executor measured in the round (rates, restart costs); True if a rate moved."""
+        moved = False
+        if report.table is not None:
+            moved = self.update_table(report.table, moved_share=MOVED_SHARE).rates_moved
+        if report.restart_s:
+            self._measured_restarts(report.restart_s)
+        return moved
 
     def _log_copy(self, rec: JobRecord, res: LeaseResult) -> None:
         """The job tracker's entry of this lease (``track_copies``)."""
@@ -333,9 +301,6 @@ class JobLedger:
             used = self._types_of[gpus] = tuple((j, self.types[j]) for j in index)
         steps, by_type = res.steps, rec.steps_by_type
         share = steps / len(used) if used else 0.0  # each type's even share of the steps
-        if self.counters:
-            for j, _ in used:
-                rec.received_s[j] += busy
         for _, t in used:
             by_type[t] = by_type.get(t, 0.0) + share
         rec.remaining -= steps
@@ -394,7 +359,8 @@ def _view(r: JobRecord) -> JobView:
     job = r.job
     r.view = _job_view(
         job.job_id, job.job_type, job.scale_factor, job.priority_weight, job.arrival_s, float(job.total_steps),
-        r.remaining, r.throughputs, r.first_start_s, r.attained_gpu_s, r.prev_gpus, tuple(r.received_s),
-        tuple(r.deficit_s), job.restart_s if job.restart_s is not None else  # = r.restart_s
+        r.remaining, r.throughputs, r.first_start_s, r.attained_gpu_s, r.prev_gpus,
+        job.restart_s if job.restart_s is not None else  # = r.restart_s
         (r.measured_restart_s if r.measured_restart_s is not None else 0.0), r.restoring, job.slo, job.entity)
     return r.view
+

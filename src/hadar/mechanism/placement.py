@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
+from hadar.mechanism.planning import Stateless
 from hadar.model.cluster import Cluster
 from hadar.model.frozen import builder
 from hadar.model.plan import Lease, RoundPlan
@@ -154,7 +155,7 @@ def _take(nodes: dict[int, Sequence[int]], k: int, mine: set[int], gpu_type: str
     return got
 
 
-class PlacementPlanner:
+class PlacementPlanner(Stateless):
     """Leases from an allocation's whole GPU ``counts`` per job and type (task-level policies: Hadar,
     YARN-CS): ``assign_gpus`` picks the ids, keeping each job's GPUs of last round where it can.
 

@@ -32,9 +32,10 @@ import random
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from hadar.mechanism.counters import GavelCounters
 from hadar.mechanism.pairs import PairCounters, choose_units, pair_leases
 from hadar.model.frozen import builder
-from hadar.model.plan import Lease, RoundPlan
+from hadar.model.plan import Lease, RoundPlan, RoundReport
 from hadar.model.state import Allocation, JobView, SchedulerState
 
 _lease = builder(Lease)
@@ -61,9 +62,34 @@ class GavelRoundPlanner:
         self.spare_last = spare_last
         self._rng = random.Random(seed + 5)
         self._pairs = PairCounters()  # space-sharing allocations only (mechanism/pairs.py)
+        self.counters = GavelCounters()  # time received per (job, type) and deficits (mechanism/counters.py)
         self._sets: dict[int, tuple[tuple[int, ...], frozenset[int]]] = {}  # id(order) -> (order, its set)
 
+    # -- what the planner learns (the engine tells every planner) -----------------
+    def resolved(self, state: SchedulerState, previous: Allocation | None) -> None:
+        """The policy is re-solved now: fold the counters against the allocation that ends (Gavel's reset)."""
+        self.counters.reset(state, previous)
+
+    def observe(self, plan: RoundPlan, report: RoundReport) -> None:
+        """The round ran: each lease's time on its types counts as received."""
+        self.counters.observe(plan, report)
+
+    def stalled(self) -> None:
+        """Gavel's stall breaker (every job arrived, a round ran nothing): the next reset counts the whole run."""
+        self.counters.stalled()
+
+    def dump(self) -> dict[str, object]:
+        """The planner's state a restart must continue from (its random order's state, its counters)."""
+        return {"counters": self.counters.dump(), "rng": _rng_state(self._rng)}
+
+    def load(self, data: dict[str, object]) -> None:
+        counters, rng = data["counters"], data["rng"]
+        assert isinstance(counters, dict) and isinstance(rng, list)
+        self.counters.load(counters)
+        self._rng.setstate((rng[0], tuple(rng[1]), rng[2]))
+
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
+        self.counters.sync(state)
         types = list(state.gpu_types)
         if self.shuffle_types:
             self._rng.shuffle(types)
@@ -98,7 +124,8 @@ class GavelRoundPlanner:
         floors = [self.DUST * max(row, default=0.0) if (self.spare_last and row is not None) else 0.0
                   for row in rows]
         prios: dict[int, dict[str, float]] = {job.job_id: {} for job in state.jobs}  # job -> type -> priority
-        cands = [(job, job.job_id, job.throughputs, job.received_s, job.deficit_s, row, floor, prios[job.job_id])
+        of = self.counters.of
+        cands = [(job, job.job_id, job.throughputs, *of(job.job_id), row, floor, prios[job.job_id])
                  for job, row, floor in zip(state.jobs, rows, floors, strict=True)]
         for t in types:
             j = index[t]
@@ -133,7 +160,7 @@ class GavelRoundPlanner:
             spare += [(t, job, p) for t in types if left[t] for job in state.jobs
                       if job.job_id not in taken and (p := prios[job.job_id][t]) <= 0]
         if spare:
-            key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware)
+            key = self._spare_key(index, {t: p for p, t in enumerate(types)}, aware, self.counters)
             self._serve(sorted(spare, key=key), left, chosen, index)
 
     def _scan(self, state: SchedulerState, allocation: Allocation | None,
@@ -148,7 +175,8 @@ class GavelRoundPlanner:
         alloc_index = {t: i for i, t in enumerate(allocation.gpu_types)} if allocation is not None else {}
         rows = [allocation.row(job.job_id) for job in jobs] if allocation is not None else [None] * len(jobs)
         skip_zero = self.skip_zero_priority
-        cands = [(job, job.job_id, job.throughputs, job.received_s, job.deficit_s, row)
+        of = self.counters.of
+        cands = [(job, job.job_id, job.throughputs, *of(job.job_id), row)
                  for job, row in zip(jobs, rows, strict=True)]
         chosen: dict[str, list[JobView]] = {t: [] for t in types}
         for t in types:
@@ -216,7 +244,7 @@ class GavelRoundPlanner:
         return later
 
     @staticmethod
-    def _spare_key(index: dict[str, int], position: dict[str, int], aware: bool
+    def _spare_key(index: dict[str, int], position: dict[str, int], aware: bool, counters: GavelCounters
                    ) -> Callable[[tuple[str, JobView, float]], tuple[bool, float, float, int, int]]:
         """Order of the second pass: entries put off first, then (``aware``: a type-aware policy) the job's
         rate on the type over its best rate, deficit, the type's position in the scan, job id."""
@@ -225,7 +253,7 @@ class GavelRoundPlanner:
             j = index[t]
             best = max(job.throughputs, default=0.0)
             speed = job.throughputs[j] / best if (aware and best > 0) else 0.0
-            return (prio <= 0, -speed, -job.deficit_s[j], position[t], job.job_id)
+            return (prio <= 0, -speed, -counters.of(job.job_id)[1][j], position[t], job.job_id)
 
         return key
 
@@ -284,3 +312,8 @@ class GavelRoundPlanner:
         return [_lease(job.job_id, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0,
                        gpus == job.previous_gpus, -1, "", job.restart_s, job.owed_s(gpus) if job.restoring else 0.0)
                 for job, gpus in placed]
+
+
+def _rng_state(rng: random.Random) -> list[object]:
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]

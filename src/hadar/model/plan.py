@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hadar.model.cluster import Cluster
+from hadar.model.throughput import ThroughputTable
+
 
 @dataclass(frozen=True, slots=True)
 class Lease:
@@ -78,8 +81,28 @@ class LeaseResult:
 
 @dataclass(frozen=True, slots=True)
 class RoundReport:
-    """The round ran from ``start_s`` to ``end_s`` (the last lease's end)."""
+    """The round ran from ``start_s`` to ``end_s`` (the last lease's end): everything the executor
+    learned in it comes back here, and only here.
+
+    ``table``: the executor's throughputs as measured so far (alone and co-located), None where it
+    measures nothing (the simulator: its table is the world's truth the policy was given).
+    ``restart_s``: (job id, measured restart cost in s) for jobs whose cost the executor measured.
+    ``saved_steps``: (job id, steps its committed checkpoint holds) for the jobs that saved one so far.
+    """
 
     start_s: float
     end_s: float
     results: tuple[LeaseResult, ...] = ()
+    table: ThroughputTable | None = None
+    restart_s: tuple[tuple[int, float], ...] = ()
+    saved_steps: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    """Nodes went down, came back or joined, as the executor sees them now: the new ``cluster`` (every
+    existing node in its place, joins appended) and, where a new GPU type came with them, the
+    executor's ``table`` with that type's column (None: the table did not change)."""
+
+    cluster: Cluster
+    table: ThroughputTable | None = None

@@ -33,9 +33,6 @@ class JobView:
     first_start_s: float | None = None
     attained_gpu_s: float = 0.0  # GPU-seconds received so far
     previous_gpus: tuple[int, ...] = ()  # GPUs held in the round just ended
-    # Gavel's round-mechanism counters, per type in ``gpu_types`` order:
-    received_s: tuple[float, ...] = ()  # seconds run on the type since the last reset (+ round/2 seed)
-    deficit_s: tuple[float, ...] = ()  # time it should have had minus time it had, over past resets
     restart_s: float = 0.0  # seconds a start or a move to other GPUs costs it (``Job.restart_s``)
     restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, s): restores a cut round left unfinished
     slo: float | None = None  # the job's SLO factor (``Job.slo``; deadline = arrival + slo x its fastest run time)

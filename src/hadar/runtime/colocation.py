@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hadar.model.plan import Lease
-from hadar.model.throughput import ThroughputTable
 
 
 def slots(leases: Sequence[Lease], previous: Mapping[int, tuple[tuple[int, ...], int]] | None = None) -> list[int]:
@@ -45,15 +44,3 @@ def slots(leases: Sequence[Lease], previous: Mapping[int, tuple[tuple[int, ...],
     return [0 if s is None else s for s in out]
 
 
-def pairs_moved(old: ThroughputTable, new: ThroughputTable, job_types: set[str], share: float) -> bool:
-    """Whether a co-located rate of two of ``job_types`` moved by more than ``share`` of its old value
-    (the runtime then asks for a re-solve, as it does when a rate alone moves)."""
-    for (a, k, b), per_type in new.pairs.items():
-        if a not in job_types or b not in job_types:
-            continue
-        before = old.pairs.get((a, k, b), {})
-        for t, (rate, _) in per_type.items():
-            was = before.get(t, (0.0, 0.0))[0]
-            if was > 0 and abs(rate - was) > share * was:
-                return True
-    return False

@@ -30,7 +30,7 @@ from hadar.errors import InputError
 from hadar.job.lease import LeaseOutcome, LeaseSpec, Mode
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
-from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
+from hadar.model.plan import Lease, LeaseResult, NodeChange, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
 from hadar.runtime import aggregate, checkpoint, colocation, forks
 from hadar.runtime.bookkeeping import Bookkeeper
@@ -49,14 +49,16 @@ class RayExecutor:
 
     ``ratios`` gives each job's per-type speed ratios (its ``emulate_as`` row of Gavel's table):
     the tracker's prior, and, with ``dilation`` set (an emulated cluster), the speed factor each
-    step is stretched to. ``on_table`` receives the tracker's table after each round and after a
-    ``register``. ``run_id`` marks the checkpoints this executor writes and the only ones it
+    step is stretched to. Everything measured comes back in the round's report (the tracker's table,
+    restart costs, committed checkpoints); ``admit`` hands the table with new jobs' rows to the engine.
+    ``nodes``: a node watcher (``runtime.nodes.NodeWatcher``) that ``cluster_view()`` asks. ``run_id``
+    marks the checkpoints this executor writes and the only ones it
     resumes from (a service restarting on its old checkpoints passes its stored id, and sets each
     job's ``JobProgress`` steps, iteration and saved_steps from its store)."""
 
     def __init__(self, cluster: Cluster, pool: WorkerPool, clock: Clock, *, checkpoint_dir: Path,
                  ratios: SpeedRatios, dilation: float | None = None, given: ThroughputTable | None = None,
-                 log_dir: Path | None = None, on_table: Callable[[ThroughputTable], None] | None = None,
+                 log_dir: Path | None = None, nodes: Any = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None,
                  on_dispatch: Callable[[int, RoundPlan], None] | None = None,
                  grace_s: float = 30.0, seed: int = 0, fork_optimizer: str = "largest", profile_s: float = 3.0,
@@ -69,7 +71,7 @@ class RayExecutor:
         self.ratios, self.dilation = ratios, dilation
         self.mirrors: dict[str, str] = {}  # job type -> the Gavel row it behaves like
         self.tracker = ThroughputTracker(cluster.gpu_types, ratio=self.ratio, given=given, pair_ratio=self.pair_ratio)
-        self.on_table, self.on_event, self.on_dispatch = on_table, on_event or (lambda e: None), on_dispatch
+        self.on_event, self.on_dispatch = on_event or (lambda e: None), on_dispatch
         self.book = Bookkeeper(cluster, self.tracker, self.on_event)
         self.grace_s, self.seed, self.fork_optimizer, self.profile_s = grace_s, seed, fork_optimizer, profile_s
         self.jobs: dict[int, JobProgress] = {}
@@ -77,7 +79,7 @@ class RayExecutor:
         self.run_id = run_id or uuid.uuid4().hex  # checkpoints of another run id are never restored
         self._hosts: dict[tuple[int, int, int], str] = {}  # (GPU, slot, generation) -> the worker's node address
         self._slots: dict[int, tuple[tuple[int, ...], int]] = {}  # job -> (GPUs, worker slot) last round
-        self.nodes: Any = None  # a node watcher (``runtime.nodes.NodeWatcher``) that cluster_view() asks
+        self.nodes = nodes
 
     # ---- jobs ---------------------------------------------------------------------------
     def register(self, job: Job) -> JobProgress:
@@ -89,9 +91,14 @@ class RayExecutor:
         info = JobProgress(job, job.train, checkpoint.checkpoint_path(self.checkpoint_dir, job.job_id),
                            log_path(self.log_dir, job.job_id))
         self.jobs[job.job_id] = info
-        if self.on_table is not None:
-            self.on_table(self.tracker.table())
         return info
+
+    def admit(self, jobs: list[Job]) -> ThroughputTable:
+        """Jobs about to join the run (each registered unless it is already): the table with their rows."""
+        for job in jobs:
+            if job.job_id not in self.jobs:
+                self.register(job)
+        return self.tracker.table()
 
     def ratio(self, job_type: str, k: int, gpu_type: str) -> float:
         """The job type's speed on ``gpu_type`` relative to its fastest type (Gavel's row it behaves like)."""
@@ -138,20 +145,20 @@ class RayExecutor:
             t1 = elapsed_s()
             results = self._merge(pending, results, stats)
             stats.merge_s = elapsed_s(t1)
-        if self.on_table is not None:
-            self.on_table(self.tracker.table())
         end = max((r.end_s for r in results), default=plan.start_s)
-        return RoundReport(plan.start_s, max(end, plan.start_s), tuple(results))
+        jobs = sorted(self.jobs.items())
+        return RoundReport(plan.start_s, max(end, plan.start_s), tuple(results), table=self.tracker.table(),
+                           restart_s=tuple((jid, s) for jid, q in jobs if (s := q.restart_s) is not None),
+                           saved_steps=tuple((jid, q.saved_steps) for jid, q in jobs if q.saved_steps is not None))
 
-    def cluster_view(self) -> Cluster | None:
+    def cluster_view(self) -> NodeChange | None:
         """Node changes seen on the Ray cluster (None: none, or no node watcher set). A node of a GPU type
         the cluster did not have adds that type to the tracker's table (estimated until measured)."""
         view = self.nodes.poll() if self.nodes is not None else None
-        if view is not None:
-            self.cluster = self.book.cluster = view
-            if self.tracker.add_types(view.gpu_types) and self.on_table is not None:
-                self.on_table(self.tracker.table())
-        return view
+        if view is None:
+            return None
+        self.cluster = self.book.cluster = view
+        return NodeChange(view, self.tracker.table() if self.tracker.add_types(view.gpu_types) else None)
 
     def estimate_rate(self, lease: Lease) -> float | None:
         """Steps/s the lease should make, once its job type has a measured (or given) rate somewhere;

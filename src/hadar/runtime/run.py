@@ -19,11 +19,10 @@ from typing import Any
 
 from hadar.build import policy_for_run, wire
 from hadar.clock import WallClock
-from hadar.engine import RunStats
+from hadar.engine import Hooks, RunStats
 from hadar.errors import InputError
 from hadar.job.entrypoint import check as check_entrypoint
 from hadar.mechanism.admission import validate_jobs
-from hadar.mechanism.ledger import JobLedger
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
@@ -32,7 +31,7 @@ from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
-from hadar.runtime import aggregate, colocation, emulation, outputs, session, workloads
+from hadar.runtime import aggregate, emulation, outputs, session, workloads
 from hadar.runtime.executor import RayExecutor
 from hadar.runtime.nodes import NodeWatcher
 from hadar.runtime.pool import WorkerPool
@@ -42,7 +41,6 @@ from hadar.runtime.tracker import ThroughputTracker
 from hadar.sources import Workload
 
 log = logging.getLogger(__name__)
-RESOLVE_ON_CHANGE = 0.25  # re-solve when a measured rate moves this much (relative) from what the policy saw
 MAX_ARRIVAL_S = 86_400.0  # hadar run waits for arrivals in real time: at most a day
 PAIR_WORKERS = ("lazy", "eager")  # when each GPU's second worker (space sharing) starts
 
@@ -158,14 +156,12 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
         executor = RayExecutor(cluster, pool, clock, checkpoint_dir=ckpt, log_dir=log_dir,
                                ratios=emulation.SpeedRatios(ThroughputTable.load(), cluster.gpu_types), dilation=dil,
                                given=throughputs, on_event=emit, on_dispatch=on_dispatch, grace_s=grace_s, seed=seed,
-                               fork_optimizer=fork_optimizer)
-        executor.nodes = NodeWatcher(pool, joins=address is not None)  # dead nodes leave the view, new ones join
-        for job in jobs:
-            executor.register(job)
-        prior = executor.tracker.table()
-        engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=round_s, seed=seed, on_event=emit,
-                              on_progress=on_progress, fork_efficiency=fork_efficiency or IDEAL)
-        executor.on_table = lambda t: feed_measured(ledger, executor, t)  # measured rates and restart costs
+                               fork_optimizer=fork_optimizer,
+                               nodes=NodeWatcher(pool, joins=address is not None))  # dead nodes leave, new ones join
+        prior = executor.admit(list(jobs))
+        engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=round_s, seed=seed,
+                              hooks=Hooks(on_event=emit, on_progress=on_progress),
+                              fork_efficiency=fork_efficiency or IDEAL)
         stats = engine.run(Workload(jobs))
     finally:
         pool.shutdown()
@@ -225,13 +221,3 @@ to_gavel_json = outputs.to_gavel_json
 __all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "run",
            "to_gavel_json", "write_outputs"]
 
-
-def feed_measured(ledger: JobLedger, executor: RayExecutor, table: ThroughputTable) -> None:
-    """What the runtime measured, for the policy's next decision: the rates alone and co-located (a re-solve if
-    one moved) and, for jobs that give no ``restart_s``, their mean restart so far."""
-    active = {rec.job.job_type for rec in ledger.active.values()}
-    moved = colocation.pairs_moved(ledger.table, table, active, RESOLVE_ON_CHANGE)
-    ledger.update_table(table, resolve_if_moved=RESOLVE_ON_CHANGE)
-    if moved:
-        ledger.need_update = True
-    ledger.set_measured_restarts({jid: s for jid, q in executor.jobs.items() if (s := q.restart_s) is not None})

@@ -1,29 +1,31 @@
-"""Keeping the store in step with the scheduler.
+"""Keeping the store in step with the scheduler: the recorder.
 
-``StoredLedger`` is the engine's ``JobLedger`` with one addition: whatever
-changes a job (a round's progress, a finish or failure, a cancellation, a
-node change) is committed to the store before the engine goes on, in one
-transaction per change: the job rows, the round, the events logged since the
-last commit and the measured throughputs; then the job events go to the jobs'
-logs. A job's progress counts a lease's steps once the lease succeeded, and the
-executor commits the lease's checkpoint at that moment (before the store's
-commit): a restart resumes each job from its committed checkpoint, which holds
-at least the progress the store recorded for a job that saves every lease.
+``StoreRecorder`` observes the engine (``engine.Recorder``): whatever a round or a change between
+rounds changed (a round's progress, a finish or failure, a cancellation, a node change) is committed
+to the store before the engine goes on, in one transaction: the job rows, the round, the events
+logged since the last commit, the measured throughputs and the state a restart continues from (the
+allocation in force, the planner's and the cadence's state); then the job events go to the jobs'
+logs. A job's progress counts a lease's steps once the lease succeeded, and the executor commits the
+lease's checkpoint at that moment (before the store's commit, and the report says so): a restart
+resumes each job from its committed checkpoint, which holds at least the progress the store recorded
+for a job that saves every lease.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import pickle
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hadar.mechanism.ledger import JobLedger, JobRecord
+from hadar.engine import RoundRecord
+from hadar.mechanism.ledger import Changes, JobLedger, JobRecord
 from hadar.model.cluster import Cluster
-from hadar.model.plan import RoundPlan, RoundReport
-from hadar.model.throughput import ThroughputTable
+from hadar.model.state import Allocation
 from hadar.service import joblog
 from hadar.service.store import Store, ThroughputRow
 
@@ -77,22 +79,22 @@ def cluster_json(cluster: Cluster) -> str:
     return json.dumps({"nodes": [[n.name, n.gpu_type, n.gpus] for n in cluster.nodes], "down": sorted(cluster.down)})
 
 
-class StoredLedger(JobLedger):
-    """A ``JobLedger`` that commits every change to ``store``; ``checkpoint_steps(job_id)`` says what the
-    job's committed checkpoint holds and ``throughput_rows()`` the measured rates to keep."""
+class StoreRecorder:
+    """Commits each round and each change of the run's ledger to ``store`` (``engine.Recorder``).
+    ``throughput_rows()``: the measured rates to keep; ``on_commit(ledger)`` runs after every commit."""
 
-    def __init__(self, cluster: Cluster, table: ThroughputTable, round_s: float, *, track_copies: bool = True,
-                 store: Store, events: EventLog) -> None:
-        super().__init__(cluster, table, round_s, track_copies=track_copies)
+    def __init__(self, store: Store, events: EventLog, *,
+                 throughput_rows: Callable[[], list[ThroughputRow]] = list,
+                 on_commit: Callable[[JobLedger], None] = lambda ledger: None) -> None:
         self.store, self.events = store, events
-        self.checkpoint_steps: Callable[[int], float] = lambda job_id: 0.0
-        self.throughput_rows: Callable[[], list[ThroughputRow]] = list
-        self.on_commit: Callable[[], None] = lambda: None
+        self.throughput_rows, self.on_commit = throughput_rows, on_commit
+        self.saved: dict[int, float] = {}  # job -> steps its committed checkpoint holds (the reports say)
 
-    def apply(self, plan: RoundPlan, report: RoundReport) -> list[int]:
-        ended = super().apply(plan, report)
-        touched = {lease.job_id for lease in plan.leases} | set(ended)
-        touched |= {jid for jid, rec in self.active.items() if rec.status == "queued"}
+    def round(self, record: RoundRecord, ledger: JobLedger) -> None:
+        plan, report = record.plan, record.report
+        self.saved.update(report.saved_steps)
+        touched = {lease.job_id for lease in plan.leases} | set(record.changes.ended)
+        touched |= {jid for jid, rec in ledger.active.items() if rec.status == "queued"}
         leases = [[lease.job_id, lease.copy, list(lease.gpus)] for lease in plan.leases]
         failed = {(r.job_id, r.copy) for r in report.results if r.failed}
         for entry in leases:
@@ -100,34 +102,44 @@ class StoredLedger(JobLedger):
         busy = sum(len(lease.gpus) for lease in plan.leases)
         events = self.events.take()
         with self.store.transaction() as con:
-            self.store.update_jobs(con, [self.row(jid) for jid in sorted(touched)])
-            self.store.add_round(con, report.start_s, report.end_s, leases, busy, len(self.cluster.up_gpus))
+            self.store.update_jobs(con, [self.row(ledger, jid) for jid in sorted(touched)])
+            self.store.add_round(con, report.start_s, report.end_s, leases, busy, len(ledger.cluster.up_gpus))
             self.store.save_throughputs(con, self.throughput_rows())
             self.store.add_events(con, events)
             self.store.set_meta(con, "clock_s", repr(report.end_s))
+            self.store.set_meta(con, "engine", engine_state(record.allocation, record.planner, record.cadence))
         self.events.committed(events)
-        self.on_commit()
-        return ended
+        self.on_commit(ledger)
 
-    def cancel(self, job_id: int, at_s: float) -> bool:
-        ok = super().cancel(job_id, at_s)
-        if ok:
-            events = self.events.take()
-            with self.store.transaction() as con:
-                self.store.update_jobs(con, [self.row(job_id)])
-                self.store.add_events(con, events)
-            self.events.committed(events)
-        return ok
-
-    def set_cluster(self, cluster: Cluster) -> None:
-        super().set_cluster(cluster)
+    def changed(self, now_s: float, changes: Changes, ledger: JobLedger) -> None:
+        """A cancellation or a node change between rounds."""
         events = self.events.take()
         with self.store.transaction() as con:
-            self.store.set_meta(con, "cluster", cluster_json(cluster))
+            if changes.cancelled:
+                self.store.update_jobs(con, [self.row(ledger, jid) for jid in changes.cancelled])
+            if changes.cluster:
+                self.store.set_meta(con, "cluster", cluster_json(ledger.cluster))
             self.store.add_events(con, events)
         self.events.committed(events)
-        self.on_commit()
+        if changes.cluster:
+            self.on_commit(ledger)
 
-    def row(self, job_id: int) -> dict[str, Any]:
-        """The store's progress columns of one job, as the ledger has it now."""
-        return job_row(self.records[job_id], self.checkpoint_steps(job_id))
+    def row(self, ledger: JobLedger, job_id: int) -> dict[str, Any]:
+        """The store's progress columns of one job, as ``ledger`` has it now."""
+        return job_row(ledger.records[job_id], self.saved.get(job_id, 0.0))
+
+
+def engine_state(allocation: Allocation | None, planner: dict[str, object], cadence: dict[str, object]) -> str:
+    """What a restart continues from, as the store keeps it: the planner's and the cadence's state as JSON
+    and the allocation in force (frozen arrays and the policy's memo) pickled, base64 within that JSON."""
+    blob = base64.b64encode(pickle.dumps(allocation, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
+    return json.dumps({"planner": planner, "cadence": cadence, "allocation": blob})
+
+
+def load_engine_state(text: str | None) -> tuple[Allocation | None, dict[str, object], dict[str, object]]:
+    """``engine_state``'s value back (nothing recorded: no allocation, empty states)."""
+    if not text:
+        return None, {}, {}
+    data = json.loads(text)
+    allocation = pickle.loads(base64.b64decode(data["allocation"]))  # the store is the service's own
+    return allocation, data["planner"], data["cadence"]

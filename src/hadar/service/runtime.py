@@ -90,8 +90,8 @@ def start_backend(sess: session.RaySession, clock: Clock, checkpoint_dir: Path, 
         pool.start()
         executor = RayExecutor(cluster, pool, clock, checkpoint_dir=checkpoint_dir, log_dir=log_dir,
                                ratios=emulation.SpeedRatios(ThroughputTable.load(), cluster.gpu_types),
-                               dilation=dil, on_event=on_event, grace_s=grace_s, seed=seed, run_id=run_id)
-        executor.nodes = NodeWatcher(pool, joins=sess.address is not None)
+                               dilation=dil, on_event=on_event, grace_s=grace_s, seed=seed, run_id=run_id,
+                               nodes=NodeWatcher(pool, joins=sess.address is not None))
         restore_tracker(executor.tracker, measured)
     except BaseException:
         pool.shutdown()

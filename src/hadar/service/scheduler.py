@@ -2,18 +2,18 @@
 
 Life of a job: ``submit`` checks the file (as ``hadar run`` checks its jobs), commits
 the jobs, then hands them to the live source; when the engine admits one at its next
-boundary, the job is first registered with the executor (its throughput row, its
-runtime record and log), and the ``StoredLedger`` commits every change. After a
+boundary, the job is first admitted by the executor (its throughput row, its
+runtime record and log), and the ``StoreRecorder`` commits every change. After a
 restart (even ``kill -9``) the store is the truth: jobs that never ran go back to the
 source; jobs that ran are registered again and resume from their committed checkpoint
 (the progress and step number it holds: at most the round in flight is lost; a job
 that never saved starts over); ended jobs stay ended; cancellations asked for but not
-carried out are carried out.
+carried out are carried out; the engine continues with the allocation in force and the
+planner's and the cadence's state as last committed.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import threading
@@ -23,17 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from hadar.build import policy_for_run, wire
+from hadar.engine import Engine, Hooks
 from hadar.errors import HadarError, InputError
 from hadar.mechanism.admission import validate_job
-from hadar.mechanism.ledger import DONE_EPS
+from hadar.mechanism.ledger import DONE_EPS, JobLedger, Resumed
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.job import Job
 from hadar.policies.profiles import PolicySpec
 from hadar.runtime import checkpoint
-from hadar.runtime.run import check_writable, feed_measured
+from hadar.runtime.run import check_writable
 from hadar.service import runtime
-from hadar.service.record import EventLog, StoredLedger, cluster_json
+from hadar.service.record import EventLog, StoreRecorder, cluster_json, load_engine_state
 from hadar.service.source import LiveSource
 from hadar.service.specs import identity, job_from_spec, parse_submission
 from hadar.service.store import ENDED, NewJob, Store, Submitted
@@ -71,7 +72,7 @@ class Service:
         self.log_dir = check_writable(opts.state_dir / "logs", "log folder")  # one log per job (``joblog``)
         self.events = EventLog(store, self.log_dir)
         self.clock = runtime.ServiceClock(store.clock_s())
-        self.source = LiveSource(self.clock, on_boundary=self.events.flush, on_admit=self._register)
+        self.source = LiveSource(self.clock, on_boundary=self.events.flush)
         self.cluster: Cluster | None = opts.cluster
         self.state, self.error = "starting", ""
         self.rates: dict[tuple[str, int], dict[str, tuple[float | None, float, str]]] = {}
@@ -117,8 +118,9 @@ class Service:
                                             run_id=self.store.run_id, on_event=self.events,
                                             measured=self.store.throughputs(), dilation=self.opts.dilation)
             self.backend = backend
-            engine, ledger = self._wire(backend)
-            self._resume_into(ledger, backend)
+            engine, ledger, recorder = self._wire(backend)
+            self._resume_into(ledger, recorder, backend)
+            engine.resume(*load_engine_state(self.store.meta("engine")))
             self._refresh(ledger)
             self.state = "running"
             log.info("scheduling on %d GPUs (%s), policy %s", sess.cluster.num_gpus,
@@ -130,23 +132,19 @@ class Service:
             elif sess.owned:
                 runtime.session.shutdown()
 
-    def _wire(self, backend: runtime.Backend) -> tuple[Any, StoredLedger]:
-        make = functools.partial(StoredLedger, store=self.store, events=self.events)
+    def _wire(self, backend: runtime.Backend) -> tuple[Engine, JobLedger, StoreRecorder]:
+        recorder = StoreRecorder(self.store, self.events, throughput_rows=lambda: runtime.tracker_rows(backend.tracker),
+                                 on_commit=self._refresh)
         engine, ledger = wire(self.run_policy.policy, backend.executor.cluster, backend.tracker.table(),
                               backend.executor, self.clock, round_s=self.opts.round_s, seed=self.opts.seed,
-                              on_event=self.events, make_ledger=make, fork_efficiency=self.opts.fork_efficiency)
-        assert isinstance(ledger, StoredLedger)
-        jobs = backend.executor.jobs
-        ledger.checkpoint_steps = lambda jid: (jobs[jid].saved_steps or 0.0) if jid in jobs else 0.0
-        ledger.throughput_rows = lambda: runtime.tracker_rows(backend.tracker)
-        ledger.on_commit = functools.partial(self._refresh, ledger)
-        backend.executor.on_table = lambda t: feed_measured(ledger, backend.executor, t)  # rates, restart costs
+                              hooks=Hooks(on_event=self.events, recorder=recorder),
+                              fork_efficiency=self.opts.fork_efficiency)
         # the round's arrivals committed (and in the jobs' logs) before its leases print anything
         backend.executor.on_dispatch = lambda round_no, plan: self.events.flush()
         with self.store.transaction() as con:
             self.store.set_meta(con, "cluster", cluster_json(ledger.cluster))
             self.store.set_meta(con, "policy", self.run_policy.label)
-        return engine, ledger
+        return engine, ledger, recorder
 
     # ---- restart ----------------------------------------------------------------------
     def _load(self) -> list[tuple[Any, Job]]:
@@ -173,7 +171,7 @@ class Service:
     def _checkpoint(self, job_id: int) -> Path:
         return checkpoint.checkpoint_path(self.opts.state_dir / "checkpoints", job_id)
 
-    def _resume_into(self, ledger: StoredLedger, backend: runtime.Backend) -> None:
+    def _resume_into(self, ledger: JobLedger, recorder: StoreRecorder, backend: runtime.Backend) -> None:
         """Jobs that ran before the restart: registered, then into the ledger at their checkpoint's progress."""
         now = self.clock.now()
         for row, job in self._resume:
@@ -183,30 +181,26 @@ class Service:
             if steps >= float(job.total_steps) * (1 - DONE_EPS):
                 self._mark(jid, "done", now, "", steps=steps)  # it finished just before the restart
                 continue
+            by_type = tuple(sorted((str(k), float(v)) for k, v in json.loads(row["steps_by_type"]).items()))
+            resumed = Resumed(done_steps=steps, attained_gpu_s=float(row["attained_gpu_s"]),
+                              first_start_s=row["first_start_s"], rounds_run=int(row["rounds_run"]),
+                              restarts=int(row["restarts"]), steps_by_type=by_type)
             try:
                 info = backend.executor.register(job)
-                ledger.add(job, done_steps=steps, attained_gpu_s=float(row["attained_gpu_s"]),
-                           first_start_s=row["first_start_s"])
+                ledger.update_table(backend.tracker.table())
+                ledger.add(job, resumed)
             except InputError as e:
                 self._mark(jid, "failed", now, f"cannot resume: {e}")
                 continue
             if saved is not None:
                 runtime.resume(info, saved)
-            rec = ledger.records[jid]
-            rec.rounds_run, rec.restarts = int(row["rounds_run"]), int(row["restarts"])
-            rec.steps_by_type = {str(k): float(v) for k, v in json.loads(row["steps_by_type"]).items()}
+                recorder.saved[jid] = saved.steps
             event = {"t": now, "event": "resumed", "job": jid, "progress": steps, "recorded": float(row["done_steps"])}
             with self.store.transaction() as con:
-                self.store.update_jobs(con, [{**ledger.row(jid), "status": "queued"}])
+                self.store.update_jobs(con, [{**recorder.row(ledger, jid), "status": "queued"}])
                 self.store.add_events(con, [event])
             self.events.committed([event])
         self._resume = []
-
-    def _register(self, jobs: list[Job]) -> None:
-        """Jobs the engine is about to admit: known to the executor first (``LiveSource.on_admit``)."""
-        assert self.backend is not None, "the engine admits jobs only once the back end is up"
-        for job in jobs:
-            self.backend.executor.register(job)
 
     def _mark(self, job_id: int, status: str, at_s: float, failure: str, steps: float | None = None) -> None:
         event = {"t": at_s, "event": {"done": "finish", "failed": "job_failed"}.get(status, status), "job": job_id,
@@ -249,7 +243,7 @@ class Service:
             return "cancelled"
         return "cancelling"
 
-    def _refresh(self, ledger: StoredLedger) -> None:
+    def _refresh(self, ledger: JobLedger) -> None:
         """After each commit: the throughput view the API shows, per job type and GPU count, per GPU type:
         (measured moving average or None, the rate the scheduler uses, its kind). Rows of jobs not
         registered in this life of the service (ended before a restart) show what was measured."""

@@ -23,12 +23,10 @@ HORIZON_S = 1.0
 
 class LiveSource:
     """A thread-safe queue of submitted jobs and cancellations; ``on_boundary`` runs at every engine
-    boundary (the service flushes its event log there), ``on_admit`` on the jobs ``pop_arrived`` hands
-    to the engine, in the engine's thread, before the engine sees them (the service registers them with
-    its executor there)."""
+    boundary (the service flushes its event log there). The engine hands the jobs ``pop_arrived``
+    gives it to its executor (``admit``) before the ledger sees them."""
 
-    def __init__(self, clock: Clock, on_boundary: Callable[[], None] | None = None,
-                 on_admit: Callable[[list[Job]], None] | None = None) -> None:
+    def __init__(self, clock: Clock, on_boundary: Callable[[], None] | None = None) -> None:
         self.clock = clock
         self._cond = threading.Condition()
         self._pending: list[Job] = []
@@ -36,7 +34,6 @@ class LiveSource:
         self._stop = False
         self._news = False
         self.on_boundary = on_boundary or (lambda: None)
-        self.on_admit = on_admit or (lambda jobs: None)
 
     # ---- the API's side ---------------------------------------------------------------
     def add(self, jobs: list[Job]) -> None:
@@ -80,8 +77,6 @@ class LiveSource:
             out = [j for j in self._pending if j.arrival_s <= t]
             if out:
                 self._pending = [j for j in self._pending if j.arrival_s > t]
-        if out:
-            self.on_admit(out)
         return out
 
     def wait(self, timeout_s: float) -> bool:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.frozen import builder
+from hadar.model.job import Job
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
 
@@ -55,6 +56,10 @@ class SimulatedExecutor:
 
     def cluster_view(self) -> None:
         """A simulated cluster never changes."""
+        return
+
+    def admit(self, jobs: list[Job]) -> None:
+        """The run's table is the simulated world's: it holds every job's rows already."""
         return
 
     def rate(self, lease: Lease) -> float:

@@ -11,7 +11,7 @@ from typing import Any
 
 from hadar.build import policy_for_run, wire
 from hadar.clock import VirtualClock
-from hadar.engine import RunStats
+from hadar.engine import Hooks, RunStats
 from hadar.errors import InputError
 from hadar.mechanism.admission import validate_jobs
 from hadar.metrics.bound import bound_summary
@@ -78,7 +78,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
                                  fork_efficiency=eff)
     engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=round_s, seed=seed,
                           gavel_compat=gavel_compat, track_copies=record_events,
-                          on_event=events.append if record_events else None, on_progress=progress,
+                          hooks=Hooks(on_event=events.append if record_events else None, on_progress=progress),
                           fork_efficiency=eff)
     stats = engine.run(workload)
     measured = {j.job_id for j in workload.jobs if workload.measured(j.job_id)}
