@@ -30,7 +30,7 @@ from hadar.runtime.tracker import ThroughputTracker
 
 JOB_FILE = Path(__file__).resolve().parent / "jobs" / "regression.py"
 LM, TF = "LM (batch size 20)", "Transformer (batch size 16)"
-SIM_TOLERANCE = 0.15  # real vs simulated average JCT (the runtime README's goal for unpacked runs: 15 %)
+SIM_TOLERANCE = 0.15  # real vs simulated average JCT (docs/run.md's goal for unpacked runs: 15 %)
 
 
 def _lease(job: int, gpus: tuple[int, ...], partner: int = -1) -> Lease:

@@ -1,5 +1,5 @@
 """A real multi-node Ray cluster on this machine (`ray start`: a head and worker nodes, each its own raylet):
-the runtime README's `--address` recipe, run as written; then `hadar serve --address` while a node is
+docs/run.md's `--address` recipe, run as written; then `hadar serve --address` while a node is
 killed (its raylet, agents and workers: SIGKILL) and another joins.
 
 Isolation: HOME is a scratch folder (the token goes to its ~/.ray), Ray's temp folder and every port are
@@ -26,7 +26,7 @@ import pytest
 from tests.service.conftest import Server, events, write
 
 pytestmark = pytest.mark.runtime
-README = Path(__file__).resolve().parents[2] / "src/hadar/runtime/README.md"
+README = Path(__file__).resolve().parents[2] / "docs/run.md"
 BIN = Path(sys.executable).parent
 HEALTH = {"RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "4",
           "RAY_health_check_timeout_ms": "1000", "RAY_health_check_initial_delay_ms": "1000"}
