@@ -141,7 +141,7 @@ def test_a_bundled_workload_learns_through_the_api(tmp_path):
 @pytest.mark.parametrize(("entry", "message"), [
     ("nothere.py:train", "file nothere.py not found"),
     ("broken.py:nothing", "no function 'nothing' defined at the top level"),
-    ("regression.py:os", None),  # bound at the top level (an import): accepted without running the file
+    ("regression.py:os", "os is imported in .*regression.py \\(from os\\), not defined there"),
     ("hadar.runtime.workloads.image:train", None),
     ("hadar.runtime.workloads.nope:train", "module hadar.runtime.workloads.nope not found"),
     ("no_such_package_x.mod:train", "cannot find module no_such_package_x.mod"),

@@ -23,10 +23,13 @@ import pytest
 from hadar.service.client import Client
 
 START_TIMEOUT_S = 240.0  # Ray start + worker actors, on a busy 2-core machine
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Server:
     """One `hadar serve` process on a state directory (port chosen by the OS)."""
+
+    cwd: Path | None = None  # where it runs (None: here)
 
     def __init__(self, state: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.state, self.args = state, args
@@ -35,13 +38,15 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
         self.groups: list[int] = []
 
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "hadar.cli", "serve", "--state", str(self.state), "--port", "0", "-v",
+                *self.args]
+
     def start(self, wait_running: bool = True) -> Server:
         (self.state / "server.json").unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "hadar.cli", "serve", "--state", str(self.state), "--port", "0", "-v",
-               *self.args]
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, env=self.env)
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True, env=self.env, cwd=self.cwd)
         self.groups.append(self.proc.pid)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not (self.state / "server.json").exists():
@@ -98,9 +103,37 @@ class Server:
             _killpg(group)
 
 
+class ApiServer(Server):
+    """The API alone (``tests.service.apiserver``): no Ray, no engine; jobs are checked and stored, never run.
+    ``-vv``: the server logs everything it would (the tests read its log); ``args``: ``--access-log``."""
+
+    cwd = REPO
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "tests.service.apiserver", "--state", str(self.state), "-vv", *self.args]
+
+    def start(self, wait_running: bool = False) -> Server:
+        super().start(wait_running=False)
+        self.wait_for(lambda: self.client().request("GET", "/api/health")["state"] == "starting", START_TIMEOUT_S,
+                      "the API to answer")
+        return self
+
+
 def _killpg(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def snapshot(state: Path) -> dict[str, list[tuple]]:
+    """Every row of every table (the database must not change on a rejected request)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{state / 'hadar.db'}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: con.execute(f"SELECT * FROM {t}").fetchall() for t in tables}
+    finally:
+        con.close()
 
 
 def write(path: Path, text: str) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import unicodedata
 import uuid
 from importlib import resources
 from typing import Any
@@ -28,11 +29,14 @@ from hadar.errors import HadarError, InfeasibleError, InputError
 from hadar.service import views
 from hadar.service.auth import token_matches
 from hadar.service.scheduler import Conflict, Service, Unavailable
-from hadar.service.specs import MAX_FILE_BYTES, MAX_JOBS_PER_SUBMISSION, check_request_id
+from hadar.service.specs import MAX_FILE_BYTES, MAX_JOBS_PER_SUBMISSION, check_request_id, text_problem
 
 log = logging.getLogger(__name__)
 _ASSETS = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
            "style.css": "text/css; charset=utf-8"}
+MAX_BODY_DEPTH = 32  # JSON nested deeper than this is refused (a job file's fields need 4 levels)
+MAX_MESSAGE_CHARS = 500  # an error message is cut there (it may quote the input)
+MAX_ID = (1 << 63) - 1  # job and round ids are SQLite integers
 #: The dashboard loads nothing from elsewhere, and no other site may frame it.
 _CSP = "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'none'"
 
@@ -94,7 +98,16 @@ class BodyLimit:
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return JSONResponse({"error": one_line(message)}, status_code=status)
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line: control and format characters escaped (``\\u202e``), whitespace runs one
+    space, cut at ``MAX_MESSAGE_CHARS``."""
+    text = "".join(c if unicodedata.category(c)[0] != "C" and c not in "\u2028\u2029" else
+                   " " if c in "\t\n\r" else f"\\u{ord(c):04x}" for c in message[:4 * MAX_MESSAGE_CHARS])
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS - 3] + "..."
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -145,7 +158,7 @@ def _job_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
 
     @app.get("/api/jobs/{job_id}", dependencies=auth)
     def job(job_id: int) -> Response:
-        row = service.store.job(job_id)
+        row = service.store.job(_known_id(job_id))
         if row is None:
             raise ApiError(404, f"no job {job_id}")
         return _json(views.job_view(row, service, service.clock.now()))
@@ -153,15 +166,22 @@ def _job_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
     @app.post("/api/jobs/{job_id}/cancel", dependencies=auth)
     def cancel(job_id: int) -> Response:
         try:
-            return _json({"id": job_id, "status": service.cancel(job_id)})
+            return _json({"id": job_id, "status": service.cancel(_known_id(job_id))})
         except KeyError:
             raise ApiError(404, f"no job {job_id}") from None
 
     @app.get("/api/jobs/{job_id}/logs", dependencies=auth)
     def logs(job_id: int) -> Response:
-        if service.store.job(job_id) is None:
+        if service.store.job(_known_id(job_id)) is None:
             raise ApiError(404, f"no job {job_id}")
         return _json({"id": job_id, "lines": views.log_lines(service, job_id)})
+
+
+def _known_id(job_id: int) -> int:
+    """``job_id`` if it can be a job's id (a positive SQLite integer), else 404 at once."""
+    if not 0 < job_id <= MAX_ID:
+        raise ApiError(404, f"no job {job_id}")
+    return job_id
 
 
 def _view_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
@@ -173,7 +193,7 @@ def _view_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
 
     @app.get("/api/timeline", dependencies=auth)
     def timeline(since: int = 0, limit: int = 500) -> Response:
-        return _json(views.timeline_view(service, max(0, since), max(1, min(limit, 5000))))
+        return _json(views.timeline_view(service, min(max(0, since), MAX_ID), max(1, min(limit, 5000))))
 
     @app.get("/api/health", dependencies=auth)
     def health() -> Response:
@@ -182,13 +202,43 @@ def _view_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
 
 def _parse_body(body: bytes) -> SubmitRequest:
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_not_json)
+    except RecursionError:
+        raise ApiError(400, f"request body nested more than {MAX_BODY_DEPTH} levels deep") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise ApiError(400, f"request body is not JSON ({e})") from None
+    _check_tree(data)
     try:
-        return SubmitRequest.model_validate(data)
+        req = SubmitRequest.model_validate(data)
     except ValidationError as e:
         raise ApiError(400, _first_problem(e.errors())) from None
+    if req.file is not None and (problem := text_problem(req.file.name)):
+        raise ApiError(400, f"file.name {problem}")
+    return req
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _check_tree(data: Any) -> None:
+    """Refuse JSON nested deeper than ``MAX_BODY_DEPTH`` and strings no UTF-8 text can hold (lone surrogates,
+    which JSON's \\u escapes can spell)."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_BODY_DEPTH:
+            raise ApiError(400, f"request body nested more than {MAX_BODY_DEPTH} levels deep")
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, item in items:
+            stack.append((key, depth + 1))
+            stack.append((item, depth + 1))
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ApiError(400, f"request body: a string holds a lone surrogate (U+{ord(e.object[e.start]):04X}), "
+                                    "which no UTF-8 text can") from None
 
 
 def _job_text(req: SubmitRequest) -> tuple[str, str]:
@@ -224,6 +274,10 @@ def _errors(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception) -> JSONResponse:  # logged with its traceback by the server
+        return _error(500, f"internal error ({type(exc).__name__}); the server's log has the details")
 
 
 def _pages(app: FastAPI) -> None:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import fcntl
 import hmac
 import json
+import logging
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
@@ -71,6 +73,40 @@ def token_matches(given: str | None, expected: str) -> bool:
     if given is None:
         return False
     return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8"))
+
+
+class RedactToken(logging.Filter):
+    """Replace the token in a log record (its message, arguments and traceback) by ``[token]``."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.token in record.getMessage():  # arguments redacted one by one: formatters may read them
+            if isinstance(record.msg, str):
+                record.msg = self._clean(record.msg)
+            if isinstance(record.args, tuple):
+                record.args = tuple(self._clean(a) if isinstance(a, str) else a for a in record.args)
+            message = record.getMessage()
+            if self.token in message:
+                record.msg, record.args = self._clean(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text and self.token in record.exc_text:
+            record.exc_text = self._clean(record.exc_text)
+        return True
+
+    def _clean(self, text: str) -> str:
+        return text.replace(self.token, "[token]")
+
+
+def redact_in_logs(token: str, loggers: Iterable[str]) -> None:
+    """Put a ``RedactToken`` on every handler of ``loggers`` (a record is filtered by the handlers it reaches)."""
+    for name in loggers:
+        for handler in logging.getLogger(name).handlers:
+            if not any(isinstance(f, RedactToken) and f.token == token for f in handler.filters):
+                handler.addFilter(RedactToken(token))
 
 
 def write_server_file(state_dir: Path, url: str, pid: int) -> None:

@@ -66,17 +66,29 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(args: argparse.Namespace) -> int:
+def http_server(service: Any, token: str, log_level: str = "warning", access_log: bool = False) -> Any:
+    """The HTTP server (``uvicorn.Server``) of the API on ``service``: bodies capped (413), no access log
+    (``hadar serve``), and ``token`` redacted from every line the server's log handlers write, the access
+    log's included where one is kept."""
     import uvicorn
 
+    from hadar.service.api import BodyLimit, make_app
+    from hadar.service.auth import redact_in_logs
+    from hadar.service.specs import MAX_BODY_BYTES
+
+    config = uvicorn.Config(BodyLimit(make_app(service, token), MAX_BODY_BYTES), log_level=log_level,
+                            access_log=access_log, lifespan="off", timeout_graceful_shutdown=5)
+    redact_in_logs(token, ("", "uvicorn", "uvicorn.error", "uvicorn.access"))  # after uvicorn set its handlers
+    return uvicorn.Server(config)
+
+
+def serve(args: argparse.Namespace) -> int:
     from hadar.build import policy_for_run
     from hadar.cli_simulate import load_fork_efficiency, load_profiles
     from hadar.model.fork_efficiency import IDEAL
-    from hadar.service.api import BodyLimit, make_app
     from hadar.service.auth import ensure_token, lock_state_dir, prepare_state_dir, write_server_file
     from hadar.service.cli import check_serve_args
     from hadar.service.scheduler import ServeOptions, Service
-    from hadar.service.specs import MAX_BODY_BYTES
     from hadar.service.store import Store
 
     check_serve_args(args)
@@ -94,15 +106,13 @@ def serve(args: argparse.Namespace) -> int:
                             fork_efficiency=efficiency or IDEAL)
         service = Service(opts, store)
         sock = bind(args.host, args.port)
-        config = uvicorn.Config(BodyLimit(make_app(service, token), MAX_BODY_BYTES), log_level="warning",
-                                access_log=False, lifespan="off", timeout_graceful_shutdown=5)
-        server = uvicorn.Server(config)
+        server = http_server(service, token)
         service.start(on_exit=lambda: setattr(server, "should_exit", True))
         url = _url(args.host, sock.getsockname()[1])
         write_server_file(state_dir, url, os.getpid())
         print(f"hadar serve: {url}/ (state {state_dir}; token in {Path(state_dir) / 'token'})", file=sys.stderr,
               flush=True)
-        _run_http(server, sock, service.ray_started)
+        run_http(server, sock, service.ray_started)
         service.stop()
         store.close()
     finally:
@@ -112,7 +122,7 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_http(server: Any, sock: socket.socket, ray_started: threading.Event) -> None:
+def run_http(server: Any, sock: socket.socket, ray_started: threading.Event) -> None:
     """Serve until SIGINT/SIGTERM, then return (the caller stops the scheduler: the round in flight ends,
     Ray shuts down). Ray's core installs a handler of its own for SIGTERM when it starts (it prints a
     stack and kills the process), so once Ray is up the server's handlers are put back. After the server
