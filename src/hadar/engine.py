@@ -164,6 +164,7 @@ class Engine:
         self.allocation: Allocation | None = None
         self.stats = RunStats()
         self._measured_done = 0
+        self._resumed = False
 
     def resume(self, allocation: Allocation | None, planner: dict[str, object], cadence: dict[str, object]) -> None:
         """Continue a recorded run: the allocation in force and the planner's and cadence's state as the
@@ -172,11 +173,12 @@ class Engine:
         if planner:
             self.planner.load(planner)
         if cadence:
-            self.cadence.load(cadence)
+            self.cadence.load(cadence)  # whether a change is pending: the resumed jobs are none
+            self._resumed = True
 
     def run(self, source: JobSource) -> RunStats:
         started = elapsed_s()
-        if self.ledger.active:  # jobs resumed into the ledger before the run
+        if self.ledger.active and not self._resumed:  # jobs put into the ledger before the run
             self.cadence.note(Changes(arrived=tuple(self.ledger.active)))
         first = source.next_arrival()
         if first is not None:

@@ -138,6 +138,15 @@ class Allocation:
     def __contains__(self, job_id: int) -> bool:
         return job_id in self._index
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its constructor's arguments (the recorder keeps the allocation in force): the
+        frozen mappings as plain dicts; nested values must pickle themselves."""
+        def plain(m: Mapping[Any, Any] | None) -> dict[Any, Any] | None:
+            return None if m is None else {k: dict(v) if isinstance(v, Mapping) else v for k, v in m.items()}
+
+        return (Allocation, (self.job_ids, self.gpu_types, np.array(self.fractions), self.scale_factors,
+                             plain(self.counts), plain(self.copies), plain(self.pairs), dict(self.memo)))
+
     def fraction(self, job_id: int, gpu_type: str) -> float:
         """Time fraction of ``job_id`` on ``gpu_type`` (0.0 if absent)."""
         i = self._index.get(job_id)
