@@ -36,6 +36,7 @@ _SUBCOMMANDS = {
     "status": "hadar.service.cli",
     "cancel": "hadar.service.cli",
     "logs": "hadar.service.cli",
+    "replay": "hadar.cli_replay",
 }
 
 

@@ -100,8 +100,10 @@ class Executor(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RoundRecord:
-    """One round as a recorder sees it: the plan, the report, what the ledger changed, and the state a
-    restart must continue from (the allocation in force, the planner's and the cadence's state)."""
+    """One round as a recorder sees it: the plan (as cut), the report, what the ledger changed, and the
+    state a restart must continue from: the allocation in force, the planner's and the cadence's state,
+    the plan the planner will see as the previous one (``planned``: before the cut) and when the loop goes
+    on (``next_s``)."""
 
     plan: RoundPlan
     report: RoundReport
@@ -109,6 +111,8 @@ class RoundRecord:
     allocation: Allocation | None
     planner: dict[str, object]
     cadence: dict[str, object]
+    planned: RoundPlan
+    next_s: float
 
 
 class Recorder(Protocol):
@@ -165,11 +169,13 @@ class Engine:
         self.stats = RunStats()
         self._measured_done = 0
         self._resumed = False
+        self._previous: RoundPlan | None = None
 
-    def resume(self, allocation: Allocation | None, planner: dict[str, object], cadence: dict[str, object]) -> None:
-        """Continue a recorded run: the allocation in force and the planner's and cadence's state as the
-        recorder last saw them (the ledger is rebuilt by whoever resumes the run)."""
-        self.allocation = allocation
+    def resume(self, allocation: Allocation | None, planner: dict[str, object], cadence: dict[str, object],
+               previous: RoundPlan | None = None) -> None:
+        """Continue a recorded run: the allocation in force, the planner's and cadence's state and the last
+        plan as the recorder last saw them (the ledger and the clock are set by whoever resumes the run)."""
+        self.allocation, self._previous = allocation, previous
         if planner:
             self.planner.load(planner)
         if cadence:
@@ -181,10 +187,10 @@ class Engine:
         if self.ledger.active and not self._resumed:  # jobs put into the ledger before the run
             self.cadence.note(Changes(arrived=tuple(self.ledger.active)))
         first = source.next_arrival()
-        if first is not None:
+        if first is not None and not self._resumed:
             self.clock.advance_to(first)
-        previous: RoundPlan | None = None
-        ran_nothing, stalled = True, False
+        previous = self._previous
+        ran_nothing, stalled = previous is None, False
         while not source.done(self._measured_done):
             now = self.clock.now()
             self._admit(source, now)
@@ -203,10 +209,14 @@ class Engine:
                 continue
             stalled = ran_nothing = False
             cut = self._cut(plan, source, now)
-            report = self._run_round(cut, source)
+            report, changes = self._run_round(cut, source)
             previous = plan
             # a cut round ends at its event even where its leases made no whole step by then
-            self.clock.advance_to(max(report.end_s, now, cut.start_s + cut.duration_s if cut is not plan else now))
+            next_s = max(report.end_s, now, cut.start_s + cut.duration_s if cut is not plan else now)
+            if self.recorder is not None:
+                self.recorder.round(RoundRecord(cut, report, changes, self.allocation, self.planner.dump(),
+                                                self.cadence.dump(), plan, next_s), self.ledger)
+            self.clock.advance_to(next_s)
         self.stats.wall_s = elapsed_s(started)
         return self.stats
 
@@ -282,7 +292,7 @@ class Engine:
             return True
         return source.wait(IDLE_POLL_S)  # a live source waits for submissions, cancellations or nodes
 
-    def _run_round(self, plan: RoundPlan, source: JobSource) -> RoundReport:
+    def _run_round(self, plan: RoundPlan, source: JobSource) -> tuple[RoundReport, Changes]:
         report = self.executor.run_round(plan)
         changes = self.ledger.apply(plan, report)
         self.planner.observe(plan, report)
@@ -301,10 +311,7 @@ class Engine:
             else:
                 self.on_event({"t": rec.failed_s, "event": "job_failed", "job": jid, "error": rec.failure})
         self._count_ended(list(ended), source)
-        if self.recorder is not None:
-            self.recorder.round(RoundRecord(plan, report, changes, self.allocation, self.planner.dump(),
-                                            self.cadence.dump()), self.ledger)
-        return report
+        return report, changes
 
     def _end_time(self, job_id: int) -> float:
         rec = self.ledger.records[job_id]

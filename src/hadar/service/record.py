@@ -106,10 +106,16 @@ class StoreRecorder:
             self.store.add_round(con, report.start_s, report.end_s, leases, busy, len(ledger.cluster.up_gpus))
             self.store.save_throughputs(con, self.throughput_rows())
             self.store.add_events(con, events)
-            self.store.set_meta(con, "clock_s", repr(report.end_s))
-            self.store.set_meta(con, "engine", engine_state(record.allocation, record.planner, record.cadence))
+            for key, value in self.meta(record, ledger).items():
+                self.store.set_meta(con, key, value)
         self.events.committed(events)
         self.on_commit(ledger)
+
+    def meta(self, record: RoundRecord, ledger: JobLedger) -> dict[str, str]:
+        """What the round's transaction keeps besides the jobs and the round: the service's clock and the
+        engine's state (the allocation in force, the planner's and the cadence's state)."""
+        return {"clock_s": repr(record.report.end_s),
+                "engine": engine_state(record.allocation, record.planner, record.cadence)}
 
     def changed(self, now_s: float, changes: Changes, ledger: JobLedger) -> None:
         """A cancellation or a node change between rounds."""
