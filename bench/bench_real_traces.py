@@ -31,6 +31,7 @@ from hadar.errors import InputError
 from hadar.metrics.summary import ftf
 from hadar.model.fork_efficiency import ForkEfficiency
 from hadar.model.throughput import ThroughputTable
+from hadar.model.world import World
 from hadar.sim.importers import PHILLY, PHILLY_GROUP, Selection, import_trace, write_rows
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
@@ -88,8 +89,9 @@ def measure(trace: Path, cluster: str, per_node: int, policies: tuple[str, ...],
     runs = {p: simulate(read_jobs(trace), parse_cluster(cluster, per_node), table, p)
             for p in (*policies, "isolated")}
     if eff is not None and "hadare" in policies:
+        # the calibrated world, and HadarE's planner told what it credits (the NAME-calibrated row of compare)
         runs[CALIBRATED] = simulate(read_jobs(trace), parse_cluster(cluster, per_node), table, "hadare",
-                                    fork_efficiency=eff)
+                                    world=World(fork_efficiency=eff), fork_estimate=eff)
         policies = (*policies, CALIBRATED)
     out = {}
     for p in policies:

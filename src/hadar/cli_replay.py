@@ -9,7 +9,7 @@ from typing import Any
 
 from hadar.errors import InputError
 
-_UNSUPPORTED = ("window", "restart_s", "fork_efficiency", "limit")
+_UNSUPPORTED = ("window", "restart_s", "fork_estimate", "limit")
 
 
 def add_parser(sub: Any) -> None:
@@ -35,10 +35,11 @@ def main(args: argparse.Namespace) -> int:
     if args.gavel_compat:
         raise InputError("hadar replay does not take --gavel-compat")
     source, cluster, table, kwargs = load_inputs(args)
-    given = [k for k in _UNSUPPORTED if k in kwargs]
+    given = [k for k in _UNSUPPORTED if k in kwargs] + (["rate_model"] if kwargs["world"].rate_model != "sync" else [])
     if given or not isinstance(source, list):
         raise InputError("hadar replay takes a trace, or --generate with --num-jobs: not --"
-                         + (given[0].replace("_", "-") if given else "window"))
+                         + ({"fork_estimate": "fork_efficiency"}.get(given[0], given[0]).replace("_", "-") if given
+                            else "window"))
     with progress_bar(len(source), f"replay {args.policy}", args) as bar:
         result = replay(ReplayOptions(args.state, tuple(source), cluster, table, policy=args.policy,
                                       round_s=kwargs["round_s"], seed=kwargs["seed"], progress=bar.update))

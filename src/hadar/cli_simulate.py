@@ -63,9 +63,14 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--restart-s", type=float, default=None, metavar="S",
                    help="seconds a job loses each time it starts or moves to other GPUs, for jobs whose file "
                    "gives no restart_s (default 0, as Gavel's simulator)")
-    c.add_argument("--fork-efficiency", metavar="FILE", help="what forked copies' steps are worth, per job family: "
-                   "a file of `hadar experiment fork-efficiency --out FILE`, or 'calibrated' (the bundled "
-                   "measurement; default: ideal, full credit); compare runs each forking policy both ways")
+    c.add_argument("--fork-efficiency", metavar="FILE", help="the world: what forked copies' steps are worth, per "
+                   "job family: a file of `hadar experiment fork-efficiency --out FILE`, or 'calibrated' (the bundled "
+                   "measurement; default: ideal, full credit). simulate hands the forking planner the same as its "
+                   "estimate; compare runs every policy in this world and each forking policy twice: with its own "
+                   "(ideal) estimate, and as NAME-calibrated with this one")
+    c.add_argument("--rate-model", choices=("sync", "additive"), default="sync",
+                   help="the world: a job on several GPU types runs at its slowest type's pace (sync, the default) or "
+                   "each GPU adds its share (additive: local batches in proportion to each GPU's speed)")
 
 
 def add_profiles_arg(p: argparse.ArgumentParser) -> None:
@@ -106,9 +111,13 @@ def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]
     kwargs: dict[str, Any] = {"round_s": args.round_s, "seed": args.seed, "gavel_compat": args.gavel_compat}
     if args.restart_s is not None:
         kwargs["restart_s"] = args.restart_s
+    from hadar.model.fork_efficiency import IDEAL
+    from hadar.model.world import World
+
     efficiency = load_fork_efficiency(args)
+    kwargs["world"] = World(rate_model=getattr(args, "rate_model", "sync"), fork_efficiency=efficiency or IDEAL)
     if efficiency is not None:
-        kwargs["fork_efficiency"] = efficiency
+        kwargs["fork_estimate"] = efficiency  # simulate: the planner is told the world's (compare: both ways)
     if args.window is not None:
         a, b = args.window
         if a < 0 or b <= a:

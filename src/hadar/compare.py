@@ -75,14 +75,14 @@ def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
     names, baseline = _policies(args, profiles)
     want_ftf = not args.no_ftf
     source, _, _, kwargs = load_inputs(args)  # bad input fails here, before any run starts
-    eff = kwargs.get("fork_efficiency")
+    eff = kwargs.get("fork_estimate")
     total = len(source) if isinstance(source, list) else (kwargs["window"][1] - kwargs["window"][0])
     order = names + (["isolated"] if want_ftf and "isolated" not in names else [])
     tasks = [(args, name, profiles, name == "isolated" and "isolated" not in names, False) for name in order]
     runs = dict(zip(order, _run_all(tasks, total, args), strict=True))
     rows = list(names)
     forking = [n for n in names if runs[n].summary.get("ttd_forking_bound_s") is not None] if eff is not None else []
-    if forking:  # each forking policy again, its copies credited as the --fork-efficiency file says
+    if forking:  # each forking policy again, its planner told what the world's copies are worth
         again = _run_all([(args, n, profiles, False, True) for n in forking], total, args)
         for name, res in zip(forking, again, strict=True):
             label = name + CALIBRATED
@@ -119,14 +119,15 @@ def _run_all(tasks: list[Any], total: int, args: argparse.Namespace) -> list[Any
 
 def _run_one(task: tuple[argparse.Namespace, str, Any, bool, bool], report: Any) -> Any:
     """One policy's run of ``compare`` (module level: ``hadar.sweep`` may run it in another process);
-    ``calibrated``: forked copies credited as ``--fork-efficiency`` says, else ideally."""
+    ``calibrated``: the forking planner's estimate is the world's fork efficiency (``--fork-efficiency``),
+    else the policy's own (ideal); every run is in the same world."""
     from hadar.cli_simulate import load_inputs
     from hadar.sim.run import simulate
 
     args, name, profiles, for_ftf, calibrated = task
     source, cluster, table, kwargs = load_inputs(args)  # a fresh, identical workload per policy
     if not calibrated:
-        kwargs.pop("fork_efficiency", None)
+        kwargs.pop("fork_estimate", None)
     try:
         return simulate(source, cluster, table, name, record_events=args.out is not None, progress=report,
                         profiles=profiles, **kwargs)
@@ -160,9 +161,12 @@ def run_compare(args: argparse.Namespace) -> int:
         if r.get("ttd_forking_bound_s") is not None:
             print(f"{r['policy']} forks jobs: its TTD/bound is against the forking TTD bound "
                   f"{r['ttd_forking_bound_s'] / 3600:.2f} h")
-        if r.get("fork_efficiency"):
-            print(f"{r['policy']}: forked copies' steps credited x e^log2(copies), e per job family from "
-                  f"{r['fork_efficiency']} (the bound stays ideal)")
+    world = b.get("world") or {}
+    if world.get("fork_efficiency", "ideal") != "ideal":
+        print(f"world: forked copies' steps credited x e^log2(copies), e per job family from "
+              f"{world['fork_efficiency']} (the bound stays ideal); NAME-calibrated rows' planner is told so")
+    if world.get("rate_model", "sync") != "sync":
+        print(f"world: a job on several GPU types runs {world['rate_model']}")
     for p in written:
         print(f"wrote {p}")
     return 0

@@ -19,6 +19,7 @@ from hadar.model.fork_efficiency import (
 )
 from hadar.model.job import Job
 from hadar.model.plan import Lease, RoundPlan
+from hadar.model.world import World
 from hadar.sim.executor import SimulatedExecutor
 from hadar.sim.run import simulate
 from tests.helpers import job
@@ -59,7 +60,7 @@ def test_a_factor_below_one_slows_forked_progress_exactly_as_the_model_says(tabl
     total = 1.5 * 360 * (r_v + r_k)  # 1.5 ideal rounds: 1.875 rounds at 0.8
     ledger = JobLedger(cluster, table, 360.0)
     ledger.add(job(0, job_type=R18, sf=4, steps=total))
-    ex = SimulatedExecutor(cluster, table, fork_efficiency=ForkEfficiency({"image": 0.8}))
+    ex = SimulatedExecutor(cluster, table, World(fork_efficiency=ForkEfficiency({"image": 0.8})))
     plan = _two_copies(cluster, ledger, 0.0)
     report = ex.run_round(plan)
     ledger.apply(plan, report)
@@ -81,7 +82,7 @@ def test_four_copies_get_the_factor_squared(table) -> None:
     cluster = parse_cluster("v100=4")
     rate = table.rate_on(R18, 1, "v100")
     leases = tuple(Lease(0, R18, 4, (g,), 1e9, copy=g) for g in range(4))
-    report = SimulatedExecutor(cluster, table, fork_efficiency=ForkEfficiency({"image": 0.9})).run_round(
+    report = SimulatedExecutor(cluster, table, World(fork_efficiency=ForkEfficiency({"image": 0.9}))).run_round(
         RoundPlan(0.0, 360.0, leases))
     assert [r.steps for r in report.results] == [math.floor(360 * rate * 0.81)] * 4
 

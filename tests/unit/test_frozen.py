@@ -12,6 +12,7 @@ from hadar.mechanism.rounds import GavelRoundPlanner
 from hadar.model.frozen import builder
 from hadar.model.plan import Lease, LeaseResult
 from hadar.model.state import Allocation, JobView
+from hadar.model.world import World
 from hadar.sim.executor import SimulatedExecutor
 from tests.helpers import job
 
@@ -83,7 +84,7 @@ def test_planner_leases_and_executor_results_hold_each_field_by_name(table):
         ref = Lease(job_id=v.job_id, job_type=v.job_type, scale_factor=v.scale_factor, gpus=lease.gpus,
                     max_steps=v.remaining_steps, extended=False, restart_s=v.restart_s)
         assert _fields(lease) == _fields(ref)
-    report = SimulatedExecutor(ledger.cluster, table, charge_restarts=False).run_round(plan)
+    report = SimulatedExecutor(ledger.cluster, table, World(charge_restarts=False)).run_round(plan)
     for lease, res in zip(plan.leases, report.results, strict=True):
         assert _fields(res) == _fields(LeaseResult(job_id=lease.job_id, copy=0, gpus=lease.gpus, steps=res.steps,
                                                    end_s=res.end_s))

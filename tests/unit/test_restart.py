@@ -15,6 +15,7 @@ from hadar.errors import InputError
 from hadar.model.job import Job
 from hadar.model.plan import Lease, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
+from hadar.model.world import World
 from hadar.policies import available
 from hadar.sim.executor import SimulatedExecutor
 from hadar.sim.run import simulate
@@ -69,7 +70,7 @@ def _lease(gpus=(0,), extended=False, restart_s=60.0, steps=1e9, copy=0, owed_s=
 
 
 def _executor(charge: bool = True) -> SimulatedExecutor:
-    return SimulatedExecutor(parse_cluster("2:0:0"), TABLE, charge_restarts=charge)
+    return SimulatedExecutor(parse_cluster("2:0:0"), TABLE, World(charge_restarts=charge))
 
 
 def test_a_start_or_move_loses_restart_s_an_extension_nothing():
@@ -133,7 +134,7 @@ def test_every_policy_pays_each_start_and_move_and_no_extension(name):
     jobs = [_job(i, jt, steps=TABLE.get(jt, 1, "v100") * 1500.0, arrival=a, restart_s=restart)
             for i, (jt, a) in enumerate(WORKLOAD)]
     run = policy_for_run(name, seed=0)
-    ex = _Recorder(cluster, TABLE, run.policy.traits.rate_model)
+    ex = _Recorder(cluster, TABLE)
     engine, ledger = wire(run.policy, cluster, TABLE, ex, VirtualClock(), round_s=360.0, seed=0)
     engine.run(Workload(jobs))
     assert all(ledger.finished(j.job_id) for j in jobs)

@@ -6,11 +6,13 @@ import math
 from dataclasses import replace
 
 from hadar.model.cluster import Cluster
-from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.frozen import builder
 from hadar.model.job import Job
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
+from hadar.model.world import World
+
+WORLD = World()  # sync gangs, ideal forks, restarts charged
 
 _result = builder(LeaseResult)  # positional: job_id, copy, gpus, steps, end_s, failed, metrics, error, fatal, restore
 
@@ -37,15 +39,13 @@ class SimulatedExecutor:
     ``IDEAL``: factor 1, every copy's steps count in full).
     """
 
-    def __init__(self, cluster: Cluster, table: ThroughputTable, rate_model: str = "sync",
-                 charge_restarts: bool = True, fork_efficiency: ForkEfficiency = IDEAL) -> None:
-        if rate_model not in ("sync", "additive"):
-            raise ValueError(f"unknown rate model {rate_model!r}")
+    def __init__(self, cluster: Cluster, table: ThroughputTable, world: World = WORLD) -> None:
         self.cluster = cluster
         self.table = table
-        self.rate_model = rate_model
-        self.charge_restarts = charge_restarts
-        self.fork_efficiency = fork_efficiency
+        self.world = world
+        self.rate_model = world.rate_model
+        self.charge_restarts = world.charge_restarts
+        self.fork_efficiency = world.fork_efficiency
         self._cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
 
     def estimate_rate(self, lease: Lease) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.job import Job, check_restart_s
 from hadar.model.throughput import ThroughputTable
+from hadar.model.world import World
 from hadar.policies.base import Policy
 from hadar.policies.gavel import center
 from hadar.policies.profiles import PolicySpec
@@ -45,20 +46,21 @@ class SimResult:
 def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: ThroughputTable, policy: str | Policy, *,
              round_s: float = 360.0, seed: int = 0, gavel_compat: bool = False, window: tuple[int, int] | None = None,
              limit: int | None = None, record_events: bool = False, progress: Any = None,
-             policy_kwargs: dict[str, Any] | None = None, rate_model: str | None = None,
+             policy_kwargs: dict[str, Any] | None = None, world: World | None = None,
              profiles: Mapping[str, PolicySpec] | None = None, restart_s: float | None = None,
-             fork_efficiency: ForkEfficiency | None = None) -> SimResult:
+             fork_estimate: ForkEfficiency | None = None) -> SimResult:
     """Run ``policy`` (a registered name, a profile name from ``profiles``, or an instance) on the
     workload; returns the summary and per-job rows of measured jobs.
 
-    ``rate_model`` (``sync`` or ``additive``) is how the executor paces a lease spanning GPU types;
-    default: the policy's own (its traits). The summary carries the limits of spec/hadar.md
-    section 5 (metrics/bound.py); for a forking policy (HadarE) TTD is taken against the forking
-    limit. ``policy_kwargs`` set parameters of a policy given by name (as a profile would).
-    ``restart_s``: the restart cost of jobs that give none (``--restart-s``; None = 0); the executor
-    charges each job's at every start and move, except under ``gavel_compat`` (Gavel charges none).
-    ``fork_efficiency``: what forked copies' steps are worth (default: ideal, full credit); a
-    non-ideal one is named in the summary's ``fork_efficiency``.
+    ``world``: the simulated world's physics (``model/world.py``: how a gang spanning GPU types
+    progresses, what forked copies are worth; default: sync gangs, ideal forks), the same whatever
+    the policy; the executor charges each job's restart cost at every start and move, except under
+    ``gavel_compat`` (Gavel charges none). ``fork_estimate``: what the forking planner counts a copy
+    worth, its own estimate (default: ideal), never read from the world. The summary carries the limits
+    of spec/hadar.md section 5 (metrics/bound.py); for a forking policy (HadarE) TTD is taken against
+    the forking limit, and ``world``, the world it ran in. ``policy_kwargs`` set parameters of a policy
+    given by name (as a profile would). ``restart_s``: the restart cost of jobs that give none
+    (``--restart-s``; None = 0).
     """
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be positive and finite (seconds), got {round_s}")
@@ -73,13 +75,13 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     if max(workload.limit or 0, window[1] if window else 0) >= LONG_RUN_JOBS:
         center.expect_many()
     events: list[dict[str, Any]] = []
-    eff = fork_efficiency or IDEAL
-    executor = SimulatedExecutor(cluster, table, rate_model or traits.rate_model, charge_restarts=not gavel_compat,
-                                 fork_efficiency=eff)
+    world = replace(world or World(), charge_restarts=not gavel_compat)
+    eff = world.fork_efficiency
+    executor = SimulatedExecutor(cluster, table, world)
     engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=round_s, seed=seed,
                           gavel_compat=gavel_compat, track_copies=record_events,
                           hooks=Hooks(on_event=events.append if record_events else None, on_progress=progress),
-                          fork_efficiency=eff)
+                          fork_efficiency=fork_estimate or IDEAL)
     stats = engine.run(workload)
     measured = {j.job_id for j in workload.jobs if workload.measured(j.job_id)}
     rows = job_rows(ledger, measured)
@@ -90,6 +92,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     summary["decision_s_per_round"] = (sum(stats.per_round_decision_s) / len(stats.per_round_decision_s)
                                        if stats.per_round_decision_s else 0.0)
     summary["solve_s_total"] = stats.solve_s
+    summary["world"] = world.describe()
     if not eff.ideal:
         summary["fork_efficiency"] = eff.source or "calibrated"
     cost = run_cost_usd(cluster, ledger.gpu_busy_s)
