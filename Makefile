@@ -1,6 +1,8 @@
 # The commands a newcomer needs:
 #   make run    - set up .venv and run the default simulation (bundled trace, bundled cluster)
-#   make test   - set up .venv with the runtime extras and run the whole test suite
+#   make test   - set up .venv with the runtime extras and the system packages the tests need
+#                 (.ci/install-system-deps.sh: Chromium), then run the whole test suite
+#   make test-fast - the unit and contract tests without Ray, the service or a browser (core install)
 #   make lint   - ruff and mypy (what CI runs before the tests)
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +10,7 @@ BIN := $(VENV)/bin
 # Exact pins for this dev/CI environment (torch: the CPU build); pyproject.toml only has ranges.
 CONSTRAINTS := .ci/constraints.txt
 
-.PHONY: run test bench lint clean
+.PHONY: run test test-fast system-deps bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +27,18 @@ $(VENV)/.full: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 run: $(VENV)/.core
 	$(BIN)/hadar simulate
 
-test: $(VENV)/.full
-	$(BIN)/python -m pytest -q
+# Debian packages the tests drive (the dashboard test's Chromium); skipped when already installed.
+system-deps:
+	.ci/install-system-deps.sh
+
+# The 25 slowest tests are listed at the end, so that a test that grows slow shows up in every run.
+test: $(VENV)/.full system-deps
+	$(BIN)/python -m pytest -q --durations=25
+
+# What runs without the runtime extra: tests marked `runtime` (Ray, torch) are deselected, and the
+# integration, runtime and service folders are left out (`make test` runs them).
+test-fast: $(VENV)/.core
+	$(BIN)/python -m pytest -q -m 'not runtime' tests/unit tests/contract
 
 bench: $(VENV)/.full
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -296,7 +296,9 @@ def test_a_waiting_job_starts_when_a_lease_ends_early(harness: Harness) -> None:
     h = harness
     n = h.cluster.num_gpus
     short = math.floor(h.rate(0) * 0.25 * h.round_s)  # job 0 ends a quarter into the first round
-    jobs = [Job(0, h.job_type, 1, short)] + [Job(i, h.job_type, 1, 10 * short) for i in range(1, n + 1)]
+    # the others hold their GPUs for the whole first round (on the fastest type): no GPU frees up before its end
+    # but job 0's, so a waiting job that started by a round's planned end would start a round in
+    jobs = [Job(0, h.job_type, 1, short)] + [Job(i, h.job_type, 1, 4 * short) for i in range(1, n + 1)]
     out = _run(h, jobs)  # n GPUs, n + 1 jobs: job n waits
     start, _, _ = out[n]
     _, finish0, _ = out[0]

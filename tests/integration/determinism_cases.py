@@ -2,7 +2,8 @@
 left out) and a hash of the whole schedule (every round's leases, every finish).
 
 Run in a subprocess by test_determinism.py under several OpenBLAS kernels, NumPy dispatch
-settings and hash seeds; every run must print the same bytes.
+settings and hash seeds; every run must print the same bytes for the cases it shares with another.
+With case names as arguments (``name(...)``'s form) it runs those, in that order; without, all of them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ def cases() -> list[tuple[str, str, str, str, bool]]:
     return out
 
 
+def name(trace: str, cluster: str, tbl: str, policy: str, compat: bool) -> str:
+    return f"{trace}|{cluster}|{tbl}|{policy}|{'compat' if compat else 'default'}"
+
+
+def cover() -> list[str]:
+    """Every policy once, each on the smallest workload, in both modes where it has both (default mode:
+    every registered policy; Gavel-compatible mode: those with a Gavel reference row)."""
+    small = DEFAULT_WORKLOADS[0]
+    return [name(*c) for c in cases() if c[:3] == small]
+
+
 def run_case(trace: str, cluster: str, tbl: str, policy: str, compat: bool) -> dict:
     result = simulate(read_jobs(trace), parse_cluster(cluster), ThroughputTable.load(tbl), policy,
                       gavel_compat=compat, seed=0, record_events=True)
@@ -40,10 +52,14 @@ def run_case(trace: str, cluster: str, tbl: str, policy: str, compat: bool) -> d
     return {"summary": summary, "schedule": schedule}
 
 
-def main() -> None:
-    out = {f"{t}|{c}|{tb}|{p}|{'compat' if g else 'default'}": run_case(t, c, tb, p, g) for t, c, tb, p, g in cases()}
+def main(names: list[str]) -> None:
+    by_name = {name(*c): c for c in cases()}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise SystemExit(f"unknown case(s): {unknown}")
+    out = {n: run_case(*by_name[n]) for n in names or by_name}
     sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

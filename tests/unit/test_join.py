@@ -19,6 +19,7 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.runtime
 def test_an_address_where_nothing_listens_fails_before_ray_retries_it(monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     port = closed_port()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from hadar.cli import main
 from hadar.sweep import run_tasks
 
@@ -49,6 +51,7 @@ def test_results_come_back_in_task_order_with_progress():
     assert sorted(seen) == [(0, 3), (1, 1), (2, 2), (3, 5)] and sorted(done) == [0, 1, 2, 3]
 
 
+@pytest.mark.runtime
 def test_ray_tasks_give_the_serial_results(ray_session, capsys):
     import ray
 
