@@ -72,7 +72,7 @@ def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = Tr
     if traits.planner == "placement":
         return PlacementPlanner()
     if traits.planner == "forking":
-        return ForkingPlanner(fork_efficiency)
+        return ForkingPlanner(fork_efficiency, traits.yield_after_s)
     return GavelRoundPlanner(shuffle_types=not traits.type_aware, skip_zero_priority=traits.skip_zero_priority,
                              seed=seed, spare_last=not gavel_compat)
 

@@ -1,35 +1,21 @@
 """The one scheduling loop, shared by the simulator, the batch runtime and the service.
 
-    state  = ledger.snapshot(now)
-    alloc  = policy.allocate(state)            (only when the cadence says a re-solve is due)
-    plan   = planner.plan(state, alloc, prev)
-    plan   = the round cut at its first decisive event
-    report = executor.run_round(plan)          (the only side effects)
-    ledger.apply(plan, report)
+    state   = ledger.snapshot(now)
+    alloc   = policy.allocate(state)            (only when the cadence says a re-solve is due)
+    plan    = planner.plan(state, alloc, prev)
+    plan    = the round cut at its first event whose rule ends it (mechanism/events.py)
+    report  = executor.run_round(plan)          (the only side effects; everything learnt comes back here)
+    changes = ledger.apply(plan, report)        (the only writer of scheduling state)
+    planner.observe(plan, report); cadence.note(changes); recorder.round(...)
 
-What the loop reads of a policy is its ``traits`` (``PolicyTraits``); when
-to re-solve is the injected ``Cadence``; jobs come from a ``JobSource``.
-
-Events. Each round ends at the earliest of a few events: the round's end, and for a policy whose traits say
-``cut_rounds``, the next arrival (when the round leaves GPUs idle; for a
-forking policy whose jobs run as copies, also on a full cluster, once the
-round has run the traits' ``yield_after_s``) and each lease's predicted
-completion (the executor's own estimate: the simulated rate, or the rate the
-runtime measured) when a job is waiting for GPUs or will have arrived by
-then, or, for a forking policy, when another job may fork onto the freed
-GPUs. The round ends at the first of them, so neither a new job nor freed
-GPUs wait for the planned end; leases still running carry on, on the same
-GPUs, next round. The same code cuts rounds in the simulator and on Ray.
-
-Spacing. Above ``SPACED_FROM`` active jobs, where the round leaves GPUs idle and no job waits,
-an arrival, or a completion before which one comes, ends the round no sooner than
-``CUT_S_PER_JOB`` seconds per active job over that many after its start (16 s at 1,100 active
-jobs, 2 minutes at 1,750; never past the round's end). A completion that frees GPUs for a waiting
-job, or for an arrival that will find none idle, ends it at once. A full decision costs in
-proportion to the active jobs, so at a datacenter's scale, where arrivals come every few seconds,
-a round takes in all of them at once instead of deciding again for each; below, no decision
-moves, as a few seconds' delay moves every later one (chaotically: one 1,000-job workload's drain
-by 4 %) (docs/results.md, "Scale").
+What the loop reads of a policy is its ``traits`` (``PolicyTraits``); when to re-solve is the
+injected ``Cadence``, told of every ``Changes`` the ledger returns; jobs come from a ``JobSource``;
+who listens is ``Hooks`` (events, progress, a recorder). The round's events (arrivals, predicted
+completions, the planner's own, such as HadarE's copies yielding, and the round's end), each kind's
+rule and how arrivals are batched at scale (``Batching``, a setting) are in ``mechanism/events.py``;
+a round ends at the first event whose rule says so, and leases still running carry on, on the same
+GPUs, next round. The same code cuts rounds in the simulator and on Ray. The loop changes nothing
+process-wide.
 """
 
 from __future__ import annotations
@@ -43,6 +29,7 @@ from typing import Any, Protocol
 from hadar.clock import Clock, elapsed_s
 from hadar.errors import InfeasibleError
 from hadar.mechanism.cadence import Cadence, OnChange
+from hadar.mechanism.events import Batching, Event, RoundContext, completion_events, first_cut
 from hadar.mechanism.ledger import Changes, JobLedger
 from hadar.model.job import Job
 from hadar.model.plan import Lease, NodeChange, RoundPlan, RoundReport
@@ -54,10 +41,6 @@ from hadar.sources import JobSource
 log = logging.getLogger(__name__)
 #: How long an idle engine waits on a live source before it looks again (wall-clock runs).
 IDLE_POLL_S = 0.5
-#: Above this many active jobs, a round runs ``CUT_S_PER_JOB`` s per active job over it before an event
-#: may cut it (module docstring).
-SPACED_FROM = 1000
-CUT_S_PER_JOB = 0.16
 
 
 class RoundPlanner(Protocol):
@@ -76,6 +59,11 @@ class RoundPlanner(Protocol):
     def dump(self) -> dict[str, object]: ...
 
     def load(self, data: dict[str, object]) -> None: ...
+
+    def events(self, plan: RoundPlan, arrival_s: float) -> list[Event]:
+        """The planner's own events that end the round when an arrival comes on a full cluster (HadarE's
+        copies yield to it after their minimum lease); none for most planners."""
+        ...
 
 
 class Executor(Protocol):
@@ -138,6 +126,7 @@ class Hooks:
 
 
 NO_HOOKS = Hooks()
+BATCHING = Batching()  # how arrivals are batched at scale (mechanism/events.py)
 
 
 @dataclass(slots=True)
@@ -157,10 +146,11 @@ class Engine:
     """Runs jobs from a source to completion under one policy, planner, executor, clock and cadence."""
 
     def __init__(self, policy: Policy, planner: RoundPlanner, executor: Executor, clock: Clock, ledger: JobLedger,
-                 *, cadence: Cadence | None = None, hooks: Hooks = NO_HOOKS) -> None:
+                 *, cadence: Cadence | None = None, hooks: Hooks = NO_HOOKS, batching: Batching | None = None) -> None:
         self.policy, self.planner, self.executor, self.clock, self.ledger = policy, planner, executor, clock, ledger
         self.traits = policy.traits
         self.cadence = cadence or OnChange()
+        self.batching = batching or BATCHING
         self.on_event = hooks.on_event or (lambda e: None)
         self._recording = hooks.on_event is not None  # build the per-round event only for a listener
         self.on_progress = hooks.on_progress or (lambda n: None)
@@ -318,62 +308,27 @@ class Engine:
         return rec.finish_s if rec.finish_s is not None else (rec.failed_s or 0.0)
 
     def _cut(self, plan: RoundPlan, source: JobSource, now: float) -> RoundPlan:
-        """The round ends at its first decisive event (see the module docstring). Every event but the
-        round's end comes before that end, so the first one is the earliest of them, if any (which of
-        several at one time does not matter: only when the round ends does)."""
+        """The round ends at its first event whose rule says so (``mechanism/events.py``)."""
         if not self.traits.cut_rounds:
             return plan  # its one event is the round's end
-        end = plan.start_s + plan.duration_s
-        first = end  # the earliest event before the round's end, else the end
         active = self.ledger.active
-        spaced = plan.start_s + CUT_S_PER_JOB * max(0, len(active) - SPACED_FROM)  # GPUs idle, none waiting
         nxt = source.next_arrival()
         # GPUs idle: read only where an arrival is coming (without one, a completion is an event only
         # for a waiting job, whatever sits idle)
         idle = nxt is not None and len({g for lease in plan.leases for g in lease.gpus}) < len(
             self.ledger.cluster.up_gpus)
-        if nxt is not None and now < nxt:
-            at = self._arrival_cut(plan, nxt, idle)
-            if at is not None and at < end:
-                first = max(at, spaced) if idle else at  # else copies yield: their own minimum lease
         waiting = not {lease.job_id for lease in plan.leases}.issuperset(active)  # a job not planned
         # a forking policy's other jobs fork onto the GPUs a completion frees
         waiting = waiting or (self.traits.forks and len(active) > 1)
-        if waiting or nxt is not None:  # else no completion is an event
-            done = self._completion(plan, end, nxt, waiting)
-            # a job waits for it, or an arrival will: GPUs at once; else (GPUs idle) the spacing
-            first = min(first, done if waiting or not idle else max(done, spaced))
+        ctx = RoundContext(nxt, idle, waiting, self.batching.earliest(plan.start_s, len(active)))
+        end = plan.start_s + plan.duration_s
+        contributed = self.planner.events(plan, nxt) if nxt is not None and not idle else []
+        first = first_cut(plan, ctx, contributed,
+                          lambda: completion_events(plan, self.executor.estimate_rate, end, ctx))
         if not first < end:
             return plan
         self.stats.cut_rounds += 1
         return dataclasses.replace(plan, duration_s=first - plan.start_s)
-
-    def _completion(self, plan: RoundPlan, end: float, nxt: float | None, waiting: bool) -> float:
-        """The earliest predicted lease completion that is an event (before ``end``, and a job is
-        ``waiting`` or the next arrival ``nxt`` comes before it), else ``end``."""
-        copies = {lease.job_id for lease in plan.leases if lease.copy > 0}
-        estimate, start, first = self.executor.estimate_rate, plan.start_s, end
-        for lease in plan.leases:
-            # a job running as copies: its finish depends on all of them (and, simulated, on the
-            # fork efficiency), which one lease's rate does not predict; its round runs on
-            rate = estimate(lease) if lease.job_id not in copies else None
-            if rate is not None and rate > 0:
-                # just past the last step, after the restore a lease that is not extended pays first
-                t = start + lease.lost_s + lease.max_steps / rate * (1 + 1e-9) + 1e-9
-                if t < first and (waiting or (nxt is not None and nxt < t)):
-                    first = t
-        return first
-
-    def _arrival_cut(self, plan: RoundPlan, arrival_s: float, idle: bool) -> float | None:
-        """When an arrival ends the round: at once where GPUs are ``idle`` (a GPU two jobs share
-        counts once); for a forking policy whose jobs run as several copies, once the round has run
-        ``yield_after_s`` (the copies yield to the new job); None: it waits for the round's end."""
-        if idle:
-            return arrival_s
-        after = self.traits.yield_after_s
-        if after is None or len({lease.job_id for lease in plan.leases}) == len(plan.leases):
-            return None
-        return max(arrival_s, plan.start_s + after)
 
     def _stuck_message(self) -> str:
         stuck = [f"{r.job.job_id} ({r.job.job_type}, {r.job.scale_factor} GPUs)" for r in self.ledger.active.values()]

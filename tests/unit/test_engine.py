@@ -7,6 +7,7 @@ import pytest
 from hadar import engine
 from hadar.config import parse_cluster
 from hadar.errors import InfeasibleError, InputError
+from hadar.mechanism.events import Batching
 from hadar.policies.base import PolicyTraits
 from hadar.sim.run import simulate
 from tests.helpers import FastestTypePolicy, job
@@ -80,10 +81,10 @@ def test_cut_rounds_keeps_whole_rounds_when_no_gpu_is_idle(table):
 
 
 def test_an_arrival_ends_a_round_no_sooner_than_the_spacing(table, monkeypatch):
-    """engine.CUT_S_PER_JOB: spaced from 0 active jobs, 100 s per active job and one job active, an
-    arrival at 50 s on an idle GPU starts at 100 s (the spacing), one at 150 s at once."""
-    monkeypatch.setattr(engine, "SPACED_FROM", 0)
-    monkeypatch.setattr(engine, "CUT_S_PER_JOB", 100.0)
+    """The batching of arrivals (engine.BATCHING, the default of Engine's ``batching``): from 0 active jobs,
+    100 s per active job and one job active, an arrival at 50 s on an idle GPU starts at 100 s, one at
+    150 s at once."""
+    monkeypatch.setattr(engine, "BATCHING", Batching(from_jobs=0, s_per_job=100.0))
     rate = table.get(R50, 1, "v100")
     jobs = [job(0, steps=rate * 360 * 3), job(1, steps=rate * 10, arrival=50.0)]
     rows = {row.job_id: row for row in simulate(jobs, parse_cluster("2:0:0"), table, AdmittingPolicy()).rows}
@@ -94,9 +95,8 @@ def test_an_arrival_ends_a_round_no_sooner_than_the_spacing(table, monkeypatch):
 
 
 def test_a_completion_a_waiting_job_needs_ends_the_round_within_the_spacing(table, monkeypatch):
-    """The spacing holds arrivals back, not a waiting job: it gets the GPU the moment a job finishes."""
-    monkeypatch.setattr(engine, "SPACED_FROM", 0)
-    monkeypatch.setattr(engine, "CUT_S_PER_JOB", 100.0)
+    """The batching holds arrivals back, not a waiting job: it gets the GPU the moment a job finishes."""
+    monkeypatch.setattr(engine, "BATCHING", Batching(from_jobs=0, s_per_job=100.0))
     rate = table.get(R50, 1, "v100")
     jobs = [job(0, steps=math.floor(rate * 30)), job(1, steps=rate * 360 * 3), job(2, steps=rate * 360, arrival=10.0)]
     rows = {row.job_id: row for row in simulate(jobs, parse_cluster("2:0:0"), table, AdmittingPolicy()).rows}

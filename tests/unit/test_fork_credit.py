@@ -10,6 +10,7 @@ from hadar.config import parse_cluster
 from hadar.mechanism.fork_credit import _subset, credited_copies
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.throughput import ThroughputTable
+from hadar.model.world import World
 from hadar.sim.run import simulate
 from tests.helpers import job
 
@@ -71,8 +72,8 @@ def test_a_calibrated_wide_job_finishes_at_its_gang_rate(table) -> None:
     cluster = nodes("v100=8", 1)
     eff = ForkEfficiency.load("calibrated")
     steps = 100_000.0
-    res = simulate([job(0, jt, sf=8, steps=steps)], cluster, table, "hadare", fork_efficiency=eff,
-                   record_events=True)
+    res = simulate([job(0, jt, sf=8, steps=steps)], cluster, table, "hadare", world=World(fork_efficiency=eff),
+                   fork_estimate=eff, record_events=True)
     leases = [e["leases"] for e in res.events if e["event"] == "round"]
     assert all(len(ls) == 1 and len(ls[0][2]) == 8 for ls in leases)  # one lease on all eight GPUs
     assert res.rows[0].jct_s == pytest.approx(steps / table.get(jt, 8, "v100"), rel=1e-3)

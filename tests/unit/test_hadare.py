@@ -251,11 +251,13 @@ def test_the_pace_guard_never_pushes_a_job_onto_slower_gpus(table) -> None:
     two K80s: 1771 s instead of 317 s when forking is credited as calibrated. Where the guard's
     copies leave a job slower than Hadar's placement alone would, that placement comes first."""
     from hadar.model.fork_efficiency import ForkEfficiency
+    from hadar.model.world import World
 
     cluster = parse_cluster("8:16:24")
     jobs = [job(0, "CycleGAN", 1, 1792.57, 0.0), job(1, "A3C", 1, 41102.8, 58.0)]
-    res = simulate(jobs, cluster, table, "hadare", record_events=True,
-                   fork_efficiency=ForkEfficiency.load("calibrated"))
+    eff = ForkEfficiency.load("calibrated")
+    res = simulate(jobs, cluster, table, "hadare", record_events=True, world=World(fork_efficiency=eff),
+                   fork_estimate=eff)
     cyclegan = next(r for r in res.rows if r.job_id == 0)
     for e in (e for e in res.events if e["event"] == "round" and 58.0 <= e["t"] < cyclegan.finish_s):
         assert "v100" in {cluster.gpu_type_of[g] for jid, _, gpus, _ in e["leases"] if jid == 0 for g in gpus}

@@ -35,6 +35,7 @@ from typing import Protocol
 import numpy as np
 
 from hadar.arrays import FloatArray, IntArray
+from hadar.mechanism.events import Event, Kind
 from hadar.mechanism.fork_credit import credited_copies
 from hadar.mechanism.planning import Stateless
 from hadar.model.cluster import Cluster
@@ -198,8 +199,17 @@ class ForkingPlanner(Stateless):
     (``fork_credit.credited_copies``).
     """
 
-    def __init__(self, efficiency: ForkEfficiency = IDEAL) -> None:
+    def __init__(self, efficiency: ForkEfficiency = IDEAL, yield_after_s: float | None = None) -> None:
         self.efficiency = efficiency
+        self.yield_after_s = yield_after_s
+
+    def events(self, plan: RoundPlan, arrival_s: float) -> list[Event]:
+        """Copies yield: on a full cluster where a job runs as several copies, an arrival ends the round once
+        it has run ``yield_after_s`` (a copy's minimum lease), so the new job gets GPUs from the copies."""
+        after = self.yield_after_s
+        if after is None or len({lease.job_id for lease in plan.leases}) == len(plan.leases):
+            return []
+        return [Event(max(arrival_s, plan.start_s + after), Kind.YIELD)]
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         copies = allocation.copies if allocation is not None and allocation.copies is not None else {}

@@ -8,6 +8,7 @@ restart (the recorder stores it). ``Stateless`` is the base of planners that kee
 
 from __future__ import annotations
 
+from hadar.mechanism.events import Event
 from hadar.model.plan import RoundPlan, RoundReport
 from hadar.model.state import Allocation, SchedulerState
 
@@ -30,3 +31,7 @@ class Stateless:
 
     def load(self, data: dict[str, object]) -> None:
         """Continue from ``dump``'s state."""
+
+    def events(self, plan: RoundPlan, arrival_s: float) -> list[Event]:
+        """Events of its own that end the round when an arrival comes on a full cluster (none)."""
+        return []

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from hadar.mechanism.counters import GavelCounters
+from hadar.mechanism.events import Event
 from hadar.mechanism.pairs import PairCounters, choose_units, pair_leases
 from hadar.model.frozen import builder
 from hadar.model.plan import Lease, RoundPlan, RoundReport
@@ -87,6 +88,10 @@ class GavelRoundPlanner:
         assert isinstance(counters, dict) and isinstance(rng, list)
         self.counters.load(counters)
         self._rng.setstate((rng[0], tuple(rng[1]), rng[2]))
+
+    def events(self, plan: RoundPlan, arrival_s: float) -> list[Event]:
+        """Gavel's rounds add no event of their own."""
+        return []
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
         self.counters.sync(state)
