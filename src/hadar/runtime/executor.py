@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,11 +33,11 @@ from hadar.model.plan import Lease, LeaseResult, NodeChange, RoundPlan, RoundRep
 from hadar.model.throughput import ThroughputTable
 from hadar.runtime import aggregate, checkpoint, colocation, forks
 from hadar.runtime.bookkeeping import Bookkeeper
-from hadar.runtime.emulation import AVERAGE, SpeedRatios
+from hadar.runtime.emulation import AVERAGE
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.profiling import pick_profiles
 from hadar.runtime.progress import JobProgress, log_path
-from hadar.runtime.records import Pending, RoundStats, error_text
+from hadar.runtime.records import ExecutorOptions, Pending, RoundStats, error_text
 from hadar.runtime.tracker import ThroughputTracker
 
 log = logging.getLogger(__name__)
@@ -56,30 +55,23 @@ class RayExecutor:
     resumes from (a service restarting on its old checkpoints passes its stored id, and sets each
     job's ``JobProgress`` steps, iteration and saved_steps from its store)."""
 
-    def __init__(self, cluster: Cluster, pool: WorkerPool, clock: Clock, *, checkpoint_dir: Path,
-                 ratios: SpeedRatios, dilation: float | None = None, given: ThroughputTable | None = None,
-                 log_dir: Path | None = None, nodes: Any = None,
-                 on_event: Callable[[dict[str, Any]], None] | None = None,
-                 on_dispatch: Callable[[int, RoundPlan], None] | None = None,
-                 grace_s: float = 30.0, seed: int = 0, fork_optimizer: str = "largest", profile_s: float = 3.0,
-                 run_id: str | None = None) -> None:
-        if fork_optimizer not in aggregate.OPTIMIZER_POLICIES:
-            raise InputError(f"fork optimizer policy must be one of {', '.join(aggregate.OPTIMIZER_POLICIES)}, "
-                             f"got {fork_optimizer!r}")
+    def __init__(self, cluster: Cluster, pool: WorkerPool, clock: Clock, **options: Any) -> None:
+        """``options``: the fields of ``ExecutorOptions``."""
+        o = ExecutorOptions(**options)
         self.cluster, self.pool, self.clock = cluster, pool, clock
-        self.checkpoint_dir, self.log_dir = Path(checkpoint_dir), log_dir
-        self.ratios, self.dilation = ratios, dilation
+        self.checkpoint_dir, self.log_dir = Path(o.checkpoint_dir), o.log_dir
+        self.ratios, self.dilation = o.ratios, o.dilation
         self.mirrors: dict[str, str] = {}  # job type -> the Gavel row it behaves like
-        self.tracker = ThroughputTracker(cluster.gpu_types, ratio=self.ratio, given=given, pair_ratio=self.pair_ratio)
-        self.on_event, self.on_dispatch = on_event or (lambda e: None), on_dispatch
+        self.tracker = ThroughputTracker(cluster.gpu_types, ratio=self.ratio, given=o.given, pair_ratio=self.pair_ratio)
+        self.on_event, self.on_dispatch = o.on_event or (lambda e: None), o.on_dispatch
         self.book = Bookkeeper(cluster, self.tracker, self.on_event)
-        self.grace_s, self.seed, self.fork_optimizer, self.profile_s = grace_s, seed, fork_optimizer, profile_s
+        self.grace_s, self.seed, self.fork_optimizer, self.profile_s = o.grace_s, o.seed, o.fork_optimizer, o.profile_s
         self.jobs: dict[int, JobProgress] = {}
         self.rounds: list[RoundStats] = []
-        self.run_id = run_id or uuid.uuid4().hex  # checkpoints of another run id are never restored
+        self.run_id = o.run_id or uuid.uuid4().hex  # checkpoints of another run id are never restored
         self._hosts: dict[tuple[int, int, int], str] = {}  # (GPU, slot, generation) -> the worker's node address
         self._slots: dict[int, tuple[tuple[int, ...], int]] = {}  # job -> (GPUs, worker slot) last round
-        self.nodes = nodes
+        self.nodes = o.nodes
 
     # ---- jobs ---------------------------------------------------------------------------
     def register(self, job: Job) -> JobProgress:

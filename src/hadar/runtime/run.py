@@ -115,53 +115,79 @@ def check_writable(folder: Path, what: str) -> Path:
     return folder
 
 
-def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round_s: float = 10.0,
-        address: str | None = None, seed: int = 0, checkpoint_dir: Path | None = None, log_dir: Path | None = None,
-        throughputs: ThroughputTable | None = None, dashboard_host: str | None = None,
-        on_event: Callable[[dict[str, Any]], None] | None = None, on_progress: Callable[[int], None] | None = None,
-        on_dispatch: Callable[[int, RoundPlan], None] | None = None,
-        on_pool: Callable[[WorkerPool], None] | None = None, grace_s: float = 30.0, dilation: float | None = None,
-        fork_optimizer: str = "largest", profiles: Mapping[str, PolicySpec] | None = None,
-        pair_workers: str = "lazy", fork_efficiency: ForkEfficiency | None = None) -> RuntimeResult:
-    """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds).
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Everything of one real run but its jobs, cluster and policy; checked when made (``InputError``).
 
     ``dilation`` (emulation only): stretch every step this much on top of the GPU type's speed factor;
     default ``GPUs / cores`` (at least 1), so the emulated workers never need more CPU than the machine has.
     HadarE: ``fork_optimizer``, the merged optimizer state is the ``largest`` copy's (most steps) or the
     copies' ``average``; ``fork_efficiency``, what copies are worth to the forking planner (default ideal).
-    ``log_dir``: one log per job. ``pair_workers``: space sharing's second workers start lazily or eagerly."""
-    _check_options(round_s, fork_optimizer, dilation, pair_workers)
+    ``log_dir``: one log per job. ``pair_workers``: space sharing's second workers start lazily or eagerly.
+    ``on_event``, ``on_progress``, ``on_dispatch``, ``on_pool``: listeners (events, jobs ended, a round's
+    leases dispatched, the worker pool once up)."""
+
+    round_s: float = 10.0
+    address: str | None = None
+    seed: int = 0
+    checkpoint_dir: Path | None = None
+    log_dir: Path | None = None
+    throughputs: ThroughputTable | None = None
+    dashboard_host: str | None = None
+    on_event: Callable[[dict[str, Any]], None] | None = None
+    on_progress: Callable[[int], None] | None = None
+    on_dispatch: Callable[[int, RoundPlan], None] | None = None
+    on_pool: Callable[[WorkerPool], None] | None = None
+    grace_s: float = 30.0
+    dilation: float | None = None
+    fork_optimizer: str = "largest"
+    profiles: Mapping[str, PolicySpec] | None = None
+    pair_workers: str = "lazy"
+    fork_efficiency: ForkEfficiency | None = None
+
+    def __post_init__(self) -> None:
+        _check_options(self.round_s, self.fork_optimizer, self.dilation, self.pair_workers)
+
+
+def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, **options: Any) -> RuntimeResult:
+    """Train ``jobs`` for real under ``policy``; returns the same summary as ``simulate`` (real seconds).
+    ``options``: the fields of ``RunOptions``."""
+    return run_with(jobs, cluster, policy, RunOptions(**options))
+
+
+def run_with(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, o: RunOptions) -> RuntimeResult:
+    """``run`` with its options made."""
     if not jobs:
         raise InputError("no jobs to run")
     jobs = prepare_jobs(jobs)
-    ckpt = check_writable(checkpoint_dir or Path(tempfile.mkdtemp(prefix="hadar-ckpt-")), "checkpoint folder")
-    if log_dir is not None:
-        check_writable(log_dir, "log folder")
-    run_policy = policy_for_run(policy, seed=seed, profiles=profiles)
+    ckpt = check_writable(o.checkpoint_dir or Path(tempfile.mkdtemp(prefix="hadar-ckpt-")), "checkpoint folder")
+    if o.log_dir is not None:
+        check_writable(o.log_dir, "log folder")
+    run_policy = policy_for_run(policy, seed=o.seed, profiles=o.profiles)
     pol = run_policy.policy
     if cluster is not None:  # reject impossible jobs before starting anything
         validate_jobs(jobs, cluster, _shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
-    sess = _session(cluster, address, dashboard_host)
+    sess = _session(cluster, o.address, o.dashboard_host)
     cluster = sess.cluster
     events: list[dict[str, Any]] = []
-    emit = _tee(events, on_event)
+    emit = _tee(events, o.on_event)
     pool = WorkerPool(cluster, sess.pins)
     try:
         validate_jobs(jobs, cluster, _shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
-        dil = (dilation or emulation.dilation(cluster.num_gpus, os.cpu_count() or 1)) if sess.emulated else None
-        pool.start(partners=pair_workers == "eager")
-        if on_pool is not None:
-            on_pool(pool)
+        dil = (o.dilation or emulation.dilation(cluster.num_gpus, os.cpu_count() or 1)) if sess.emulated else None
+        pool.start(partners=o.pair_workers == "eager")
+        if o.on_pool is not None:
+            o.on_pool(pool)
         clock = WallClock()  # t = 0 once every worker is up
-        executor = RayExecutor(cluster, pool, clock, checkpoint_dir=ckpt, log_dir=log_dir,
+        executor = RayExecutor(cluster, pool, clock, checkpoint_dir=ckpt, log_dir=o.log_dir,
                                ratios=emulation.SpeedRatios(ThroughputTable.load(), cluster.gpu_types), dilation=dil,
-                               given=throughputs, on_event=emit, on_dispatch=on_dispatch, grace_s=grace_s, seed=seed,
-                               fork_optimizer=fork_optimizer,
-                               nodes=NodeWatcher(pool, joins=address is not None))  # dead nodes leave, new ones join
+                               given=o.throughputs, on_event=emit, on_dispatch=o.on_dispatch, grace_s=o.grace_s,
+                               seed=o.seed, fork_optimizer=o.fork_optimizer,
+                               nodes=NodeWatcher(pool, joins=o.address is not None))  # dead nodes leave, new ones join
         prior = executor.admit(list(jobs))
-        engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=round_s, seed=seed,
-                              hooks=Hooks(on_event=emit, on_progress=on_progress),
-                              fork_efficiency=fork_efficiency or IDEAL)
+        engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=o.round_s, seed=o.seed,
+                              hooks=Hooks(on_event=emit, on_progress=o.on_progress),
+                              fork_efficiency=o.fork_efficiency or IDEAL)
         stats = engine.run(Workload(jobs))
     finally:
         pool.shutdown()
@@ -169,7 +195,7 @@ def run(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, *, round
             session.shutdown()
     rows = job_rows(ledger)
     summary = summarize(ledger, rows, policy=run_policy.label, wall_s=stats.wall_s)
-    summary.update(outputs.runtime_summary(stats, executor, ledger, pool.replaced, round_s))
+    summary.update(outputs.runtime_summary(stats, executor, ledger, pool.replaced, o.round_s))
     summary.update(emulated=sess.emulated, ray_auth=sess.auth, emulation_dilation=dil or 1.0)
     return RuntimeResult(summary, rows, executor.jobs, executor.tracker.table(), executor.tracker.mean_table(), prior,
                          executor.rounds, stats, events, executor.tracker.entries())
@@ -218,6 +244,6 @@ def _tee(events: list[dict[str, Any]], extra: Emit | None) -> Emit:
 quality_rows = outputs.quality_rows
 write_outputs = outputs.write_outputs
 to_gavel_json = outputs.to_gavel_json
-__all__ = ["RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "run",
+__all__ = ["RunOptions", "RuntimeResult", "check_writable", "prepare_jobs", "quality_rows", "run", "run_with",
            "to_gavel_json", "write_outputs"]
 
