@@ -65,9 +65,8 @@ def test_an_address_that_answers_as_something_else_fails_in_one_line_without_ask
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.delenv("RAY_USE_TLS", raising=False)
     monkeypatch.setattr(ray, "init", lambda **kw: pytest.fail("Ray was asked"))
-    with answering(b"HTTP/1.1 400 Bad Request\r\n\r\n") as port:
-        with pytest.raises(RuntimeFailure) as e:
-            session.join(f"127.0.0.1:{port}")
+    with answering(b"HTTP/1.1 400 Bad Request\r\n\r\n") as port, pytest.raises(RuntimeFailure) as e:
+        session.join(f"127.0.0.1:{port}")
     assert str(e.value) == (f"could not connect to the Ray cluster at 127.0.0.1:{port}: what answers at "
                             f"127.0.0.1:{port} is not a Ray cluster (it gives no gRPC answer)")
     with answering(None) as port:

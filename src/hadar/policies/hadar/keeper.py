@@ -29,10 +29,6 @@ choice defers.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,21 +196,6 @@ def _matrix(pairs: list[tuple[IntArray, FloatArray]], last: tuple[IntArray, Floa
                      (n_rows, k + 1))
 
 
-@contextlib.contextmanager
-def _stdout_silenced() -> Iterator[None]:
-    """HiGHS's MIP solver can print a diagnostic line straight to file descriptor 1, which would
-    corrupt ``--json`` output; send that descriptor to /dev/null for the call."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *, whole: bool = False
                ) -> tuple[FloatArray, FloatArray] | None:
     """Plan for this round: ``x[i, r]`` = share of the round job i runs on W GPUs of type r, and per
@@ -247,10 +228,13 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     c = np.concatenate([-gain, np.zeros(k), [1e3 * (float(np.abs(gain).sum()) + 1.0) / round_h]])
     upper = np.concatenate([g[ii], np.full(k + 1, np.inf)])
     if whole:
-        with _stdout_silenced():
-            res = milp(c, constraints=LinearConstraint(a.sparse(), -np.inf, b),
-                       bounds=Bounds(np.zeros(2 * k + 1), upper),
-                       integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"node_limit": _MIP_NODES})
+        # HiGHS logs nothing here (``disp`` is off: SciPy sets its ``log_to_console`` false); the HiGHS of
+        # SciPy 1.17 still prints one line from C (its MIP solver's repair of a postsolved point) that
+        # no option turns off, so a command that promises clean stdout guards it (``hadar.cli``)
+        res = milp(c, constraints=LinearConstraint(a.sparse(), -np.inf, b),
+                   bounds=Bounds(np.zeros(2 * k + 1), upper),
+                   integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]),
+                   options={"disp": False, "node_limit": _MIP_NODES})
         if res.x is None:
             return None
         sol = np.asarray(res.x)
