@@ -41,19 +41,18 @@ class ClassProblem:
         scale_factors: FloatArray,
         capacities: FloatArray,
         active: BoolArray,
-        rows: BoolArray | None = None,
         demand: BoolArray | None = None,
         extra_features: tuple[FloatArray, ...] = (),
         centering: Centering | None = None,
     ) -> ClassProblem:
-        """Keep ``rows`` (default: jobs with an active entry); ``demand`` defaults to all kept rows."""
+        """Keep the jobs with an active entry (and, with a demand, a positive coefficient); ``demand``
+        defaults to all kept rows; ``centering``: the policy's (``Inputs.centering``)."""
         m = coef.shape[0]
         demand = np.ones(m, dtype=bool) if demand is None else demand
         coef = np.where(active, coef, 0.0)
         # A row takes part if it can run somewhere and, when it has a demand, can meet it.
         alive = active.any(axis=1) & (~demand | (coef > 0).any(axis=1))
-        rows = alive if rows is None else (rows & alive)
-        classes = Classes.of(rows, coef, scale_factors, demand.astype(float), active.astype(float), *extra_features)
+        classes = Classes.of(alive, coef, scale_factors, demand.astype(float), active.astype(float), *extra_features)
         a, factor = scale_to_unit(classes.take(coef))
         act = classes.take(active)
         return cls(classes, a, factor, classes.counts, classes.take(scale_factors), act,
