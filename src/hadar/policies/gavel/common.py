@@ -195,7 +195,7 @@ class ReferenceSolved(GavelPolicy):
     re-implementation of ECOS (ecos_ipm.py); Gavel-compatible runs select it (the run builder)."""
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(reference_solver=True)
-    PARAMS: ClassVar[Mapping[str, str]] = {
+    ADVANCED: ClassVar[Mapping[str, str]] = {
         "solver": "`highs`: the optimum from HiGHS LPs, returned as the analytic center of the optimal set; "
                   "`ecos`: the point Gavel's ECOS returns, from cvxpy's problem form solved by the "
                   "re-implementation of ECOS's iterations (`--gavel-compat` selects it)",
