@@ -12,11 +12,15 @@ A subcommand module that fails to import is a bug and fails loudly.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import importlib
 import json
 import logging
+import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -100,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                 parser.print_help()
                 return 2
         configure_logging(getattr(args, "verbose", 0), getattr(args, "quiet", False))
-        return int(args.func(args) or 0)
+        with native_stdout_on_stderr() if getattr(args, "json", False) else contextlib.nullcontext():
+            return int(args.func(args) or 0)
     except HadarError as e:
         print(f"hadar: error: {e}", file=sys.stderr)
         return 2
@@ -109,6 +114,52 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+@contextlib.contextmanager
+def native_stdout_on_stderr() -> Iterator[None]:
+    """For ``--json``, whose stdout is exactly one JSON object: what native code writes to file
+    descriptor 1 itself goes to stderr while the command runs, and Python's ``sys.stdout`` keeps the
+    real stdout. The HiGHS that SciPy 1.17 bundles prints a line from its MIP solver with C's
+    ``printf`` (Hadar's keeper solves MIPs) and no option of its turns that off. The command owns the
+    process, so the redirection is made here, never in the library; C's buffered output is flushed
+    (to stderr) before the descriptor is put back."""
+    try:
+        sys.stdout.flush()
+        real = os.dup(1)
+    except (OSError, ValueError):  # no stdout to keep clean
+        yield
+        return
+    old = sys.stdout
+    own = _fileno(old) == 1
+    os.dup2(2, 1)
+    if own:
+        sys.stdout = open(real, "w", encoding=old.encoding, errors=old.errors, closefd=False,  # noqa: SIM115
+                          buffering=1 if getattr(old, "line_buffering", False) else -1)
+    try:
+        yield
+    finally:
+        try:
+            sys.stdout.flush()
+        finally:
+            _flush_c_stdio()
+            if own:
+                sys.stdout.close()
+                sys.stdout = old
+            os.dup2(real, 1)
+            os.close(real)
+
+
+def _fileno(stream: Any) -> int | None:
+    try:
+        return int(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _flush_c_stdio() -> None:
+    with contextlib.suppress(OSError, AttributeError, TypeError):  # no C library to reach (Windows)
+        ctypes.CDLL(None).fflush(None)
 
 
 def emit_json(obj: object) -> None:

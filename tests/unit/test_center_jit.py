@@ -83,7 +83,7 @@ def test_kernels_match_numpy_on_max_min_problems(monkeypatch):
     """Real max-min LPs (degenerate optimal faces, multiplicities): every centering agrees."""
     seen = []
 
-    def both(face: Face, x_opt: np.ndarray) -> np.ndarray:
+    def both(face: Face, x_opt: np.ndarray, centering: center.Centering | None = None) -> np.ndarray:
         x_rep = repair(face, x_opt)
         lowered = problem.capped(face, x_rep)
         x0 = blend_start(lowered, x_rep)
@@ -135,28 +135,52 @@ def test_einsum_order_is_what_the_code_computed_before():
 def test_dispatch_uses_the_kernels_after_the_first_centerings(monkeypatch):
     center._load_kernels.cache_clear()
     assert center._load_kernels() is center_compiled  # its self-check on a small face passed
-    monkeypatch.setattr(center, "_calls", [0])
-    assert center._kernels() is None  # a short run stays in NumPy
-    monkeypatch.setattr(center, "_calls", [center.JIT_AFTER])
-    assert center._kernels() is center_compiled
+    face = Face(np.ones((2, 3)), np.full(2, -np.inf), np.ones(2), np.ones(2), np.full(3, 4.0),
+                np.ones((2, 3), dtype=bool))
+    centering = center.Centering(after=2)
+    assert [centering.compiled_for(face) for _ in range(3)] == [None, None, center_compiled]  # short runs: NumPy
+    assert centering.done == 2
+    assert center.compiled_for(face, None) is None  # no centering given: NumPy
     monkeypatch.setenv("HADAR_NO_JIT", "1")
     center._load_kernels.cache_clear()
-    assert center._kernels() is None
+    assert centering.compiled_for(face) is None
     center._load_kernels.cache_clear()
+
+
+def test_each_policy_counts_its_own_centerings():
+    """The count is the policy's own state (no module-wide counter): two policies count apart, and
+    a policy's count grows by one per centering of its decisions."""
+    from hadar.policies import create
+    from tests.unit._policy_states import state
+
+    first, second = create("max_min_fairness_perf"), create("max_min_fairness_perf")
+    assert first.centering is not second.centering
+    st = state([{"rates": {"v100": 2.0, "k80": 1.0}}, {"rates": {"v100": 3.0, "k80": 0.5}, "sf": 2},
+                {"rates": {"v100": 1.0, "k80": 1.0}}], {"v100": 2, "k80": 2})
+    x1 = first.allocate(st)
+    assert first.centering.done == 1 and second.centering.done == 0
+    second.centering.expect_many()  # its first centering runs compiled: the same point to the bit
+    x2 = second.allocate(st)
+    assert second.centering.done == center.JIT_AFTER
+    assert x1.fractions.tobytes() == x2.fractions.tobytes()
+    assert x1.fractions.sum() > 0
 
 
 def test_a_long_run_centers_compiled_from_its_first_face(monkeypatch, table):
-    """``expect_many`` skips the NumPy warm-up; ``simulate`` calls it for workloads of LONG_RUN_JOBS jobs
-    or more (a window's end counts for a generated one), the same points either way."""
+    """``expect_many`` skips the NumPy warm-up of the policy it names; ``simulate`` calls it for
+    workloads of LONG_RUN_JOBS jobs or more (a window's end counts for a generated one), the same
+    points either way."""
     import hadar.sim.run as run
     from hadar.config import parse_cluster
+    from hadar.policies import create
     from tests.helpers import job
 
-    monkeypatch.setattr(center, "_calls", [0])
-    center.expect_many()
-    assert center._calls == [center.JIT_AFTER]
+    policy = create("max_min_fairness_perf")
+    center.expect_many(policy)
+    assert policy.centering.done == center.JIT_AFTER
+    center.expect_many(create("fifo"))  # a policy that centers nothing: left as it is
     told = []
-    monkeypatch.setattr(run.center, "expect_many", lambda: told.append(True))
+    monkeypatch.setattr(run.center, "expect_many", lambda *policy: told.append(True))
     jobs = [job(i, steps=2000.0, arrival=60.0 * i) for i in range(4)]
     short = run.simulate(jobs, parse_cluster("1:1:0"), table, "max_min_fairness_perf")
     assert told == []

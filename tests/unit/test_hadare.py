@@ -206,7 +206,7 @@ def test_copies_yield_to_short_jobs_within_the_minimum_lease(table) -> None:
     starts = _starts(res)
     policy = create("hadare")
     for j in short:
-        assert j.arrival_s <= starts[j.job_id] <= j.arrival_s + policy.yield_after_s + 1e-6
+        assert j.arrival_s <= starts[j.job_id] <= j.arrival_s + policy.advanced.yield_after_s + 1e-6
     last = max(r.finish_s for r in res.rows if r.job_id != 0)
     after = [e for e in rounds if e["t"] >= last]
     assert after and all(len({g for _, _, gs, _ in e["leases"] for g in gs}) == 20 for e in after)

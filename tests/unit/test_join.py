@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 import socket
-import subprocess
-import sys
+import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -31,21 +31,49 @@ def test_an_address_where_nothing_listens_fails_before_ray_retries_it(monkeypatc
     assert session._silent("auto") is None  # no port: Ray finds the cluster itself
 
 
-def test_what_is_written_while_joining_is_held_and_written_out_only_if_the_join_works():
-    code = """
-import os, sys
-from hadar.runtime import session
-for passed in (False, True):
+@contextlib.contextmanager
+def answering(reply: bytes | None) -> Iterator[int]:
+    """A local port whose server reads what a client sends and answers ``reply`` (None: never answers)."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(64)
+            if reply is not None:
+                conn.sendall(reply)
+            stop.wait(10)
+
+    worker = threading.Thread(target=serve, daemon=True)
+    worker.start()
     try:
-        with session._held_stderr():
-            os.write(2, f"retry warning, passed={passed}\\n".encode())
-            if not passed:
-                raise ConnectionError("no cluster")
-    except ConnectionError:
-        pass
-print("done", flush=True)
-"""
-    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert done.returncode == 0 and done.stdout == "done\n"
-    assert done.stderr == "retry warning, passed=True\n"
+        yield int(srv.getsockname()[1])
+    finally:
+        stop.set()
+        worker.join(10)
+        srv.close()
+
+
+SETTINGS = bytes.fromhex("000006040000000000") + bytes.fromhex("000300000064")  # a gRPC server's first frame
+
+
+def test_an_address_that_answers_as_something_else_fails_in_one_line_without_asking_ray(monkeypatch):
+    """What answers but is not gRPC (a web server, say) fails at once: Ray would retry it for minutes,
+    its C++ client writing a warning per try to file descriptor 2."""
+    import ray
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.delenv("RAY_USE_TLS", raising=False)
+    monkeypatch.setattr(ray, "init", lambda **kw: pytest.fail("Ray was asked"))
+    with answering(b"HTTP/1.1 400 Bad Request\r\n\r\n") as port, pytest.raises(RuntimeFailure) as e:
+        session.join(f"127.0.0.1:{port}")
+    assert str(e.value) == (f"could not connect to the Ray cluster at 127.0.0.1:{port}: what answers at "
+                            f"127.0.0.1:{port} is not a Ray cluster (it gives no gRPC answer)")
+    with answering(None) as port:
+        assert session._silent(f"127.0.0.1:{port}", timeout_s=0.2) is not None  # answers nothing
+    with answering(SETTINGS) as port:
+        assert session._silent(f"ray://127.0.0.1:{port}") is None  # HTTP/2's SETTINGS: a gRPC server
+    monkeypatch.setenv("RAY_USE_TLS", "1")  # Ray's gRPC speaks TLS first: only the port is checked
+    with answering(None) as port:
+        assert session._silent(f"127.0.0.1:{port}", timeout_s=0.2) is None

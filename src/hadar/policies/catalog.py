@@ -4,11 +4,13 @@
     python -m hadar.policies.catalog                     # print it
 
 Defaults are written as in a profile file (YAML: ``null``, ``true``); meanings come from each
-class's ``PARAMS``. tests/unit/test_docs.py fails when the file is out of date.
+class's ``PARAMS`` (core parameters) and ``ADVANCED`` (advanced ones): per family of policies, one
+table of each. tests/unit/test_docs.py fails when the file is out of date.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 from pathlib import Path
@@ -26,6 +28,8 @@ def yaml_value(value: Any) -> str:
         return "`null`"
     if isinstance(value, bool):
         return "`true`" if value else "`false`"
+    if isinstance(value, list | tuple):
+        return f"`[{', '.join(str(v) for v in value)}]`"
     return f"`{value}`"
 
 
@@ -43,27 +47,64 @@ def policies_table() -> str:
     return "\n".join(lines)
 
 
-def parameters_table() -> str:
-    """One row per (policy, parameter a profile may set): its default and what it does. A parameter a
-    class forwards to another registered one (HadarE's Hadar parameters) points to that row."""
+#: families of policies, by the module that defines the class: (heading, module prefix)
+FAMILIES = (("Hadar", "hadar.policies.hadar."), ("HadarE", "hadar.policies.hadare"),
+            ("Gavel's policies", "hadar.policies.gavel."), ("Other policies", ""))
+
+
+def family(name: str) -> str:
+    """The heading a registered policy's parameters are listed under."""
+    module = entry(name).cls.__module__
+    return next(head for head, prefix in FAMILIES if module.startswith(prefix))
+
+
+def parameter_rows(name: str, advanced: bool) -> list[str]:
+    """The table rows of one policy's core (or advanced) parameters: default and meaning. The
+    parameters a class forwards to another registered one (HadarE's Hadar parameters) are one row
+    that names them and points to that policy's table."""
     names = available()
-    lines = ["| policy | parameter | default | meaning |", "|---|---|---|---|"]
-    for name in names:
-        e = entry(name)
-        params, meanings = e.parameters(), e.meanings()
-        own = set(inspect.signature(e.cls).parameters)
-        target = next((n for n in names if e.forwards is not None and entry(n).cls is e.forwards), None)
-        if not params:
-            lines.append(f"| `{name}` | (none) | | |")
-        for key, default in params.items():
-            meaning = meanings.get(key, "") if key in own or target is None else f"as for `{target}`"
-            lines.append(f"| `{name}` | `{key}` | {yaml_value(default)} | {_cell(meaning)} |")
-    return "\n".join(lines)
+    e = entry(name)
+    params, meanings, tier = e.parameters(), e.meanings(), e.advanced()
+    own = set(inspect.signature(e.cls).parameters) | {f.name for f in _knob_fields(e.cls)}
+    target = next((n for n in names if e.forwards is not None and entry(n).cls is e.forwards), None)
+    mine = {k: v for k, v in params.items() if (k in tier) == advanced}
+    rows = [f"| `{name}` | `{k}` | {yaml_value(v)} | {_cell(meanings.get(k, ''))} |"
+            for k, v in mine.items() if k in own or target is None]
+    passed = [k for k in mine if k not in own and target is not None]
+    if passed:
+        listed = ", ".join(f"`{k}`" for k in passed)
+        rows.append(f"| `{name}` | {listed} | as for `{target}` | as for `{target}` |")
+    return rows
+
+
+def _knob_fields(cls: type) -> tuple[Any, ...]:
+    knobs = getattr(cls, "KNOBS", None)
+    return dataclasses.fields(knobs) if knobs is not None else ()
+
+
+def parameters_tables() -> str:
+    """Per family of policies, a table of the core parameters and one of the advanced ones (each row:
+    policy, parameter, its default, what it does); a policy without core parameters says so there."""
+    out = []
+    names = available()
+    for head, _ in FAMILIES:
+        members = [n for n in names if family(n) == head]
+        if not members:
+            continue
+        out.append(f"#### {head}")
+        for advanced in (False, True):
+            rows = [r for n in members for r in (parameter_rows(n, advanced) or (
+                [] if advanced else [f"| `{n}` | (none) | | |"]))]
+            if rows:
+                title = "Advanced" if advanced else "Core"
+                out.append("\n".join([f"{title}:", "", "| policy | parameter | default | meaning |",
+                                       "|---|---|---|---|", *rows]))
+    return "\n\n".join(out)
 
 
 def generated() -> str:
     """The generated part, markers included."""
-    return "\n\n".join([BEGIN, "### Policies", policies_table(), "### Parameters", parameters_table(), END])
+    return "\n\n".join([BEGIN, "### Policies", policies_table(), "### Parameters", parameters_tables(), END])
 
 
 def rewrite(path: Path) -> bool:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -65,47 +66,67 @@ from hadar.policies.registry import register
 from hadar.solve.bounds import copy_limits, lp_efficiency
 
 
+@dataclass(frozen=True, slots=True)
+class HadarEAdvanced:
+    """HadarE's own advanced parameters (``HadarEPolicy.ADVANCED`` says what each does)."""
+
+    match: float = 2.0
+    match_floor: float = 0.01
+    fork_guard: float | None = 1.0
+    yield_after_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not (self.yield_after_s >= 0 and np.isfinite(self.yield_after_s)):
+            raise InputError(f"hadare: yield_after_s must be >= 0 seconds, got {self.yield_after_s}")
+        if not 0 < self.match_floor <= 1:
+            raise InputError(f"hadare: match_floor must be in (0, 1], got {self.match_floor}")
+        object.__setattr__(self, "yield_after_s", float(self.yield_after_s))
+
+
+_OWN_KNOBS = frozenset(f.name for f in fields(HadarEAdvanced))
+
+
 @register("hadare", "HadarE: Hadar, then job copies (one per node, up to W GPUs each) on every node with free GPUs",
           forwards=HadarPolicy)
 class HadarEPolicy:
-    """HadarE's round decision: its own parameters are in ``PARAMS``; every other keyword is a
-    ``HadarPolicy`` parameter (defaults here: ``plan="pack"``, ``keep_slack=None``).
+    """HadarE's round decision: its own parameters are in ``PARAMS`` (core) and ``ADVANCED`` (its
+    :class:`HadarEAdvanced`); every other keyword is a ``HadarPolicy`` parameter (defaults here:
+    ``plan="pack"``, ``keep_slack=None``).
     """
 
     PARAMS: ClassVar[Mapping[str, str]] = {
         "fork": "offer nodes with free GPUs to job copies (false: Hadar's placements run as one copy per node)",
+    }
+    ADVANCED: ClassVar[Mapping[str, str]] = {
         "match": "exponent of the LP-fit weight on utilities: how strongly jobs go to the GPU types the "
                  "TTD-optimal plan gives them (0: off)",
+        "match_floor": "the LP-fit weight's floor, before `match`: a type the plan gives a job no time on still "
+                       "weighs this much (in (0, 1])",
         "fork_guard": "pace guard, in rounds: a job within this many rounds of setting the makespan gets copies "
                       "first, enough to keep pace, unless they would leave a job without GPUs (null: off)",
         "yield_after_s": "a copy's minimum lease (s): an arrival that finds every GPU leased while jobs run as "
                          "copies ends the round this long after it began at the earliest, and the copies yield",
     }
+    KNOBS: ClassVar[type] = HadarEAdvanced
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, forks=True, resolve="every_round",
                                                   cut_rounds=True, yield_after_s=30.0, planner="forking")
     name: ClassVar[str] = "hadare"
 
-    def __init__(self, *, fork: bool = True, match: float = 2.0, fork_guard: float | None = 1.0,
-                 yield_after_s: float = 30.0,
-                 plan: str = "pack", keep_slack: float | None = None, first_round: bool = True,
-                 **hadar: Any) -> None:
-        if hadar.get("share"):
+    def __init__(self, *, fork: bool = True, plan: str = "pack", keep_slack: float | None = None,
+                 **knobs: Any) -> None:
+        if knobs.get("share"):
             raise InputError("hadare: share (space sharing) is a hadar parameter; HadarE forks jobs instead")
-        self.hadar = HadarPolicy(plan=plan, keep_slack=keep_slack, first_round=first_round, **hadar)
+        self.advanced = HadarEAdvanced(**{k: knobs.pop(k) for k in list(knobs) if k in _OWN_KNOBS})
+        self.hadar = HadarPolicy(plan=plan, keep_slack=keep_slack, **knobs)
         self.fork = fork
-        self.match = match
-        self.fork_guard = fork_guard
-        if not (yield_after_s >= 0 and np.isfinite(yield_after_s)):
-            raise InputError(f"hadare: yield_after_s must be >= 0 seconds, got {yield_after_s}")
-        self.yield_after_s = float(yield_after_s)
 
     @property
     def traits(self) -> PolicyTraits:
         from dataclasses import replace
 
         return replace(self.TRAITS, rate_model=self.hadar.rate_model,
-                       yield_after_s=self.yield_after_s if self.fork else None)
+                       yield_after_s=self.advanced.yield_after_s if self.fork else None)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         jobs, types, cluster = state.jobs, state.gpu_types, state.cluster
@@ -113,7 +134,8 @@ class HadarEPolicy:
             return Allocation.for_state(state, np.zeros((0, len(types))), copies={})
         index = {t: r for r, t in enumerate(types)}
         horizon, rel = self._lp(state)
-        weight = np.maximum(rel, 0.01) ** self.match if self.match > 0 else None
+        adv = self.advanced
+        weight = np.maximum(rel, adv.match_floor) ** adv.match if adv.match > 0 else None
         warm = self.hadar.warm_starts(state)  # Hadar's LPs, where its plan or keeper is on (not by default here)
         x, scale, value, gpus = self._own_gpus(state, horizon, rel, weight, warm)
         book = self.hadar.price_book(state, value, scale) if self.fork else None
@@ -135,7 +157,7 @@ class HadarEPolicy:
         guard's copies first, then Hadar's placement on the GPUs left; where that leaves a job slower
         than Hadar's placement alone would run it (``_slowed``; a waiting job too), Hadar's placement
         first and the guard's copies on the GPUs it leaves (no job runs slower for another's copy)."""
-        guard = self.fork and self.fork_guard is not None
+        guard = self.fork and self.advanced.fork_guard is not None
         reserved = self._spread_critical(state, horizon, rel, {j.job_id: [] for j in state.jobs}) if guard else {}
         if reserved:
             first = self._placement(state, weight, reserved, warm)
@@ -197,11 +219,12 @@ class HadarEPolicy:
         first; on each node where it has none yet, as many GPUs as free, up to W; nodes where it
         fits the LP plan best, then fastest, first) until its copies, its own GPUs included, reach
         that pace. Returns job id -> the GPUs of its new copies."""
-        if self.fork_guard is None:
+        fork_guard = self.advanced.fork_guard
+        if fork_guard is None:
             return {}
         fastest = self._spread_rate(state)
         t_min = state.remaining_steps() / fastest
-        hot = np.flatnonzero(t_min >= horizon - self.fork_guard * state.round_s)
+        hot = np.flatnonzero(t_min >= horizon - fork_guard * state.round_s)
         cluster = state.cluster
         index = {t: r for r, t in enumerate(state.gpu_types)}
         taken = {g for gs in gpus.values() for g in gs}

@@ -5,12 +5,17 @@ parameters (Gavel's heterogeneity-aware and type-agnostic variants are one
 class with ``type_aware``). Registration checks what the engine relies on:
 the class declares its traits (``TRAITS``, a ``PolicyTraits``) and every
 fixed parameter is a keyword its constructor takes. A class describes its
-parameters in ``PARAMS`` (name -> one line); docs/policies.md is generated
-from them (``python -m hadar.policies.catalog docs/policies.md``).
+parameters in ``PARAMS`` (name -> one line: the core ones) and ``ADVANCED``
+(the tuning a user rarely touches); docs/policies.md is generated from them
+(``python -m hadar.policies.catalog docs/policies.md``), a core and an
+advanced table per family of policies. A class may take parameters through
+``**kwargs`` too: the fields of its ``KNOBS`` (a dataclass) are then settable
+by name like its own keywords (Hadar's ``HadarAdvanced``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable, Mapping
@@ -56,6 +61,11 @@ class Entry:
         known = self.parameters()
         return {k: out[k] for k in known if k in out}
 
+    def advanced(self) -> frozenset[str]:
+        """The settable parameters the classes describe as advanced (their ``ADVANCED``)."""
+        names = set(_tier(self.forwards, "ADVANCED")) | set(_tier(self.cls, "ADVANCED"))
+        return frozenset(names & set(self.parameters()))
+
     @property
     def compat_params(self) -> Mapping[str, Any]:
         """Parameters a ``--gavel-compat`` run sets (the class's optional ``GAVEL_COMPAT``), unless the
@@ -78,16 +88,29 @@ class Entry:
         return {k: v for k, v in out.items() if k not in self.fixed}
 
 
-def _described(cls: type | None) -> Mapping[str, str]:
-    """A class's optional ``PARAMS`` (parameter -> what it does), for documentation only."""
-    docs: Mapping[str, str] = getattr(cls, "PARAMS", {}) if cls is not None else {}
+def _tier(cls: type | None, attr: str) -> Mapping[str, str]:
+    docs: Mapping[str, str] = getattr(cls, attr, {}) if cls is not None else {}
     return docs
 
 
+def _described(cls: type | None) -> Mapping[str, str]:
+    """A class's optional ``PARAMS`` and ``ADVANCED`` (parameter -> what it does), for documentation only."""
+    return {**_tier(cls, "PARAMS"), **_tier(cls, "ADVANCED")}
+
+
+def _knobs(cls: type | None) -> tuple[dataclasses.Field[Any], ...]:
+    """The fields of a class's optional ``KNOBS`` dataclass: parameters it takes through ``**kwargs``."""
+    knobs = getattr(cls, "KNOBS", None) if cls is not None else None
+    return dataclasses.fields(knobs) if knobs is not None else ()
+
+
 def _keywords(cls: type) -> dict[str, Any]:
+    """Parameter name -> default: the constructor's keywords, then its ``KNOBS``' fields."""
     sig = inspect.signature(cls)
-    return {p.name: p.default for p in sig.parameters.values()
-            if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD}
+    out = {p.name: p.default for p in sig.parameters.values()
+           if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD}
+    out.update({f.name: f.default for f in _knobs(cls) if f.name not in out})
+    return out
 
 
 _ENTRIES: dict[str, Entry] = {}
@@ -106,11 +129,11 @@ def register(name: str, description: str, *, forwards: type | None = None, **fix
             raise TypeError(f"policy {name!r}: {cls.__name__} must declare TRAITS = PolicyTraits(...)")
         if not callable(getattr(cls, "allocate", None)):
             raise TypeError(f"policy {name!r}: {cls.__name__} has no allocate(state)")
-        params = inspect.signature(cls).parameters
+        params = _keywords(cls)
         unknown = [k for k in fixed if k not in params]
         if unknown:
             raise TypeError(f"policy {name!r}: {cls.__name__} takes no parameter {unknown[0]!r}")
-        settable = set(params) | (set(inspect.signature(forwards).parameters) if forwards is not None else set())
+        settable = set(params) | (set(_keywords(forwards)) if forwards is not None else set())
         stale = [k for k in _described(cls) if k not in settable]
         if stale:
             raise TypeError(f"policy {name!r}: {cls.__name__}.PARAMS describes {stale[0]!r}, which it does not take")
@@ -172,7 +195,9 @@ def _annotations(cls: type | None) -> dict[str, str]:
     """Parameter name -> its annotation as written (``from __future__ import annotations``: strings)."""
     if cls is None:
         return {}
-    return {p.name: str(p.annotation) for p in inspect.signature(cls).parameters.values()}
+    out = {f.name: str(f.type) for f in _knobs(cls)}
+    out.update({p.name: str(p.annotation) for p in inspect.signature(cls).parameters.values()})
+    return out
 
 
 def _check_type(policy: str, key: str, value: Any, default: Any) -> None:

@@ -30,7 +30,7 @@ from hadar.policies.registry import register
 @register("yarn_cs", "YARN capacity scheduler: FIFO, non-preemptive, gang on one GPU type, blind to types")
 class YarnCapacityScheduler:
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False, resolve="every_round", planner="placement")
-    PARAMS: ClassVar[Mapping[str, str]] = {
+    ADVANCED: ClassVar[Mapping[str, str]] = {
         "seed": "seed of the random pick among the GPU types with room for the head job (a run passes its "
                 "`--seed`)",
     }

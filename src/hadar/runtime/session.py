@@ -22,15 +22,12 @@ Security defaults: a Ray cluster runs whatever code reaches it, so
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import secrets
 import socket
 import stat
-import sys
-import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,48 +119,38 @@ def start_local(cluster: Cluster, *, dashboard_host: str | None = None, num_cpus
     return RaySession(cluster, pins, emulated=True, address=None, auth=auth_in_force())
 
 
+#: HTTP/2's client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, or the Ray Client
+#: server a ``ray://`` address names) answers it with a SETTINGS frame of its own
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(3) + b"\x04" + bytes(5)
+
+
 def _silent(address: str, timeout_s: float = 5.0) -> str | None:
-    """Why nothing answers at ``address`` (``HOST:PORT``, or ``ray://HOST:PORT``), or None: something
-    does, or the address names no port (``auto``). Ray itself retries an address that does not answer
-    for minutes (20 tries of 30 s each where packets are dropped) before it gives up."""
+    """Why ``address`` (``HOST:PORT``, or ``ray://HOST:PORT``) is not a Ray cluster to join, or None: it
+    answers as gRPC does, or the address names no port (``auto``). Ray itself retries an address that
+    does not answer, or answers as something else, for minutes, and its C++ client writes a warning
+    line to standard error per try (file descriptor 2, where no option of Ray's turns it off); this
+    check lets ``join`` fail in one line without asking Ray. Under ``RAY_USE_TLS`` only the port is
+    checked (Ray's gRPC then speaks TLS first)."""
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit() or not host:
         return None
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s)
     except OSError as e:
         return f"nothing answers at {host}:{port} ({e.strerror or type(e).__name__})"
-    return None
-
-
-@contextlib.contextmanager
-def _held_stderr() -> Iterator[None]:
-    """Hold what is written to file descriptor 2 while joining: Ray's C++ client writes a warning
-    line there per second it retries an address that does not answer (some twenty before it gives up),
-    ahead of the one line that says so. Where the body ends normally (the join worked), it is written
-    out after all; where it raises, it goes to this module's log at debug level."""
-    try:
-        saved = os.dup(2)
-    except OSError:  # no standard error to hold
-        yield
-        return
-    passed = False
-    with tempfile.TemporaryFile() as tmp:
-        sys.stderr.flush()
-        os.dup2(tmp.fileno(), 2)
+    with conn:
+        if os.environ.get("RAY_USE_TLS", "").lower() in ("1", "true"):
+            return None
+        head = b""
         try:
-            yield
-            passed = True
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            text = tmp.read().decode(errors="replace")
-            if text and passed:
-                os.write(2, text.encode())
-            elif text:
-                log.debug("Ray while joining: %s", text)
+            conn.sendall(_H2_HELLO)
+            while len(head) < 9 and (chunk := conn.recv(9 - len(head))):
+                head += chunk
+        except OSError:
+            pass
+    if len(head) == 9 and head[3] == 4 and head[5:] == bytes(4):  # a SETTINGS frame on stream 0
+        return None
+    return f"what answers at {host}:{port} is not a Ray cluster (it gives no gRPC answer)"
 
 
 def join(address: str) -> str:
@@ -178,8 +165,7 @@ def join(address: str) -> str:
     import ray
 
     try:
-        with _held_stderr():
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
     except (RuntimeError, ConnectionError, ValueError, ray.exceptions.RayError) as e:
         raise RuntimeFailure(f"could not connect to the Ray cluster at {address}: {type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else ''} (with token authentication, the driver "

@@ -137,6 +137,8 @@ class AlloX:
     PARAMS: ClassVar[Mapping[str, str]] = {
         "alpha": "share of the waiting jobs (oldest first) matched at each solve; at least as many as free GPUs "
                  "(Gavel's `allox_alpha=A`)",
+    }
+    ADVANCED: ClassVar[Mapping[str, str]] = {
         "move_up": "at each solve, started jobs move to faster GPU types that are free before the matching "
                    "(`--gavel-compat` sets false: Gavel's round scan does such moves instead)",
     }

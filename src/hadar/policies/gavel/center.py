@@ -34,9 +34,8 @@ the optional global floor), solved with the Woodbury identity in O(m n^3).
 
 The start point and the Newton loop also exist compiled (``center_jit.py`` and
 ``center_compiled.py``, Numba), with the same operations in the same order:
-:func:`center_face` and :func:`analytic_center` use them once a process has
-centered ``JIT_AFTER`` faces (or was told to expect many), and the point is
-the same to the bit.
+:func:`center_face` and :func:`analytic_center` use them once the policy's
+:class:`Centering` has counted ``JIT_AFTER`` faces: the same point to the bit.
 """
 
 from __future__ import annotations
@@ -237,45 +236,60 @@ def _max_step(p: _Prep, dx: FloatArray, sl: _Slacks) -> float:
     return float(min(1.0, 0.99 * min(ratios)))
 
 
-def analytic_center(face: Face, x0: FloatArray) -> FloatArray:
+def analytic_center(face: Face, x0: FloatArray, centering: Centering | None = None) -> FloatArray:
     """Maximize the log-barrier of ``face`` from the strictly feasible ``x0`` (damped Newton).
 
     Stops at a Newton decrement of ``_DECREMENT_TOL`` or once quadratic
     convergence stalls at round-off (decrement below ``_STALL_DECREMENT`` and
     no longer shrinking): every slack is then within ~0.1 % of its optimum.
     Runs the compiled kernels of ``center_compiled`` (the same point to the bit)
-    where they cover the face, Numba is installed and this process has
-    centered ``JIT_AFTER`` faces already, else :func:`center_numpy`.
+    where they cover the face, Numba is installed and ``centering`` has
+    counted its ``after`` faces already, else :func:`center_numpy`.
     """
-    jit = compiled_for(face)
+    jit = compiled_for(face, centering)
     return center_numpy(face, x0) if jit is None else cast(FloatArray, jit.analytic_center(face, x0))
 
 
-#: Centerings a process runs in NumPy before it loads the kernels: importing Numba, loading the
+#: Centerings a policy runs in NumPy before it loads the kernels: importing Numba, loading the
 #: compiled kernels from its cache and checking them take 0.4-0.8 s, what 130-250 centerings of the
 #: steady-state workload save (docs/results.md, "Simulator speed"); the bundled traces' runs (3-31
 #: re-solves) never pay it.
 JIT_AFTER = 128
-_calls = [0]
 
 
-def expect_many() -> None:
-    """Many centerings are coming (a long run): the next one loads the kernels, rather than
-    ``JIT_AFTER`` more in NumPy (some 6 ms each against 0.4 ms). The same points either way."""
-    _calls[0] = max(_calls[0], JIT_AFTER)
+class Centering:
+    """When one policy's centerings run compiled (after ``after`` faces, or at once if told to expect
+    many): a Gavel policy owns one and hands it to every centering (``Inputs.centering``; None: NumPy).
+    The point is the same to the bit either way, only the time differs."""
+
+    __slots__ = ("after", "done")
+
+    def __init__(self, after: int = JIT_AFTER) -> None:
+        self.after, self.done = after, 0
+
+    def expect_many(self) -> None:
+        """A long run: load the kernels now, not after ``after`` NumPy centerings (6 ms, not 0.4)."""
+        self.done = max(self.done, self.after)
+
+    def compiled_for(self, face: Face) -> ModuleType | None:
+        """The kernels where in use and covering ``face``, else None (one centering counted)."""
+        if self.done < self.after:
+            self.done += 1
+            return None
+        jit = _load_kernels()
+        return jit if jit is not None and jit.fits(face) else None
 
 
-def compiled_for(face: Face) -> ModuleType | None:
-    """The kernels where they are in use and cover ``face`` (one centering counted), else None."""
-    jit = _kernels()
-    return jit if jit is not None and jit.fits(face) else None
+def compiled_for(face: Face, centering: Centering | None) -> ModuleType | None:
+    """``centering.compiled_for(face)``; None (NumPy) without a centering."""
+    return None if centering is None else centering.compiled_for(face)
 
 
-def _kernels() -> ModuleType | None:
-    if _calls[0] < JIT_AFTER:
-        _calls[0] += 1
-        return None
-    return _load_kernels()
+def expect_many(policy: object = None) -> None:
+    """Many centerings are coming for ``policy`` (a Gavel policy's ``centering``; others: nothing)."""
+    centering = getattr(policy, "centering", None)
+    if isinstance(centering, Centering):
+        centering.expect_many()
 
 
 @functools.cache
@@ -375,12 +389,12 @@ def blend_start(face: Face, x_opt: FloatArray) -> FloatArray:
     raise SolverError("centering: found no strictly feasible start (the face is empty at this tolerance)")
 
 
-def center_face(face: Face, x_opt: FloatArray) -> FloatArray:
+def center_face(face: Face, x_opt: FloatArray, centering: Centering | None = None) -> FloatArray:
     """Analytic center of ``face`` starting next to the solver point ``x_opt`` (:func:`blend_start`,
     then :func:`analytic_center`; both compiled where :func:`analytic_center` would be)."""
     if face.a.shape[0] == 0:
         return np.zeros(face.a.shape)
-    jit = compiled_for(face)
+    jit = compiled_for(face, centering)
     if jit is None:
         return center_numpy(face, blend_start(face, x_opt))
     return cast(FloatArray, jit.center_face(face, x_opt))

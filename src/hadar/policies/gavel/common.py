@@ -18,6 +18,7 @@ from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.model.state import Allocation, SchedulerState
 from hadar.numeric import matvec
 from hadar.policies.base import PolicyTraits
+from hadar.policies.gavel.center import Centering
 from hadar.solve.lp import active_mask, clip_fractions, unique_rows
 
 _S = TypeVar("_S", bound=np.generic)
@@ -33,9 +34,11 @@ class Inputs:
     age_s: FloatArray  # (m,) now - arrival
     capacities: FloatArray  # (n,)
     active: BoolArray  # (m, n): where x may be > 0
+    #: the policy's centering state (``center.Centering``: when its centerings run compiled; None: NumPy)
+    centering: Centering | None = None
 
     @classmethod
-    def of(cls, state: SchedulerState) -> Inputs:
+    def of(cls, state: SchedulerState, centering: Centering | None = None) -> Inputs:
         t = state.throughput_matrix()
         caps = state.capacities()
         now = state.now_s
@@ -50,6 +53,7 @@ class Inputs:
             age_s=per_job[3],
             capacities=caps,
             active=active_mask(t, caps),
+            centering=centering,
         )
 
     @property
@@ -155,6 +159,8 @@ class GavelPolicy:
 
     ``type_aware`` (Gavel's ``*_perf`` variants) or not (every GPU looks alike to the policy);
     ``NAMES`` = (aware name, agnostic name); a class with one variant lists it once.
+    ``centering``: when this policy's centerings run compiled (``center.Centering``), the one state it
+    keeps between calls; it changes the time a decision takes, never the decision.
     """
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits()
@@ -164,6 +170,7 @@ class GavelPolicy:
         if len(self.NAMES) == 1 and type_aware != self.TRAITS.type_aware:
             raise ValueError(f"{self.NAMES[0]} has no {'type-aware' if type_aware else 'type-agnostic'} variant")
         self.type_aware = bool(type_aware)
+        self.centering = Centering()
 
     @property
     def name(self) -> str:
@@ -176,7 +183,7 @@ class GavelPolicy:
     def allocate(self, state: SchedulerState) -> Allocation:
         if not state.jobs:
             return empty_allocation(state)
-        inp = Inputs.of(state)
+        inp = Inputs.of(state, self.centering)
         return self.solve(state, inp, inp.rates_for(agnostic=not self.type_aware))
 
     def solve(self, state: SchedulerState, inp: Inputs, throughputs: FloatArray) -> Allocation:
@@ -188,7 +195,7 @@ class ReferenceSolved(GavelPolicy):
     re-implementation of ECOS (ecos_ipm.py); Gavel-compatible runs select it (the run builder)."""
 
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(reference_solver=True)
-    PARAMS: ClassVar[Mapping[str, str]] = {
+    ADVANCED: ClassVar[Mapping[str, str]] = {
         "solver": "`highs`: the optimum from HiGHS LPs, returned as the analytic center of the optimal set; "
                   "`ecos`: the point Gavel's ECOS returns, from cvxpy's problem form solved by the "
                   "re-implementation of ECOS's iterations (`--gavel-compat` selects it)",

@@ -102,7 +102,7 @@ def solve_with_slos(coef: FloatArray, inp: Inputs, need: FloatArray) -> FloatArr
     g[rows] = np.minimum(fattened(1.0), np.asarray(fattened((face_a * x_rep).sum(axis=1)))[rows])
     c_floor = min(float(fattened(best)), float(fattened(float((prob.k[:, None] * prob.a * x_rep).sum()))))
     face = Face(face_a, g, prob.k, prob.s, prob.capacities, prob.active, c=prob.a, c_floor=c_floor)
-    x_cls = center_face(face, x_rep)
+    x_cls = center_face(face, x_rep, inp.centering)
     return prob.expand(x_cls, m)
 
 

@@ -70,7 +70,7 @@ class FifoPerf:
 @register("fifo", "FIFO, type-agnostic: a random type with room, kept until the job completes")
 class Fifo:
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False, skip_zero_priority=True)
-    PARAMS: ClassVar[Mapping[str, str]] = {
+    ADVANCED: ClassVar[Mapping[str, str]] = {
         "seed": "seed of the GPU type drawn for each job when it starts (a run passes its `--seed`)",
     }
     name: ClassVar[str] = "fifo"

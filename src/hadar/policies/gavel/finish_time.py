@@ -115,7 +115,7 @@ def solve_finish_time(throughputs: FloatArray, inp: Inputs, cumulative: FloatArr
     demand = (inp.remaining > 0) & (iso > 0)
     denom = cumulative + np.divide(inp.remaining, iso, out=np.zeros(m), where=iso > 0)
     prob = ClassProblem.build(throughputs, inp.scale_factors, inp.capacities, inp.active, demand=demand,
-                              extra_features=(inp.remaining, denom, inp.age_s))
+                              extra_features=(inp.remaining, denom, inp.age_s), centering=inp.centering)
     if prob.size == 0:
         return np.zeros(inp.shape), iso
     take = prob.classes.take

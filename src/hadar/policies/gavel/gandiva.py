@@ -100,7 +100,7 @@ def equal_unit_shares(state: SchedulerState, inp: Inputs, units: Sequence[tuple[
                      "at least 1 (Gavel)")
 class Gandiva:
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(type_aware=False)
-    PARAMS: ClassVar[Mapping[str, str]] = {
+    ADVANCED: ClassVar[Mapping[str, str]] = {
         "seed": "seed of Gavel's random grouping (only with `gavel_compat`; a run passes its `--seed`)",
         "gavel_compat": "group jobs at random as Gavel's gandiva does, replaying its seeded draws "
                         "(`--gavel-compat` sets it); default: by measured co-location gain",

@@ -164,7 +164,7 @@ class HierarchicalWaterFilling(GavelPolicy):
         rates = throughputs if self.type_aware else np.ones(inp.shape)
         ent, ent_w = _entity_ids(state, self.entity_weights)
         prob = ClassProblem.build(normalized_coefficients(rates, inp), inp.scale_factors, inp.capacities, inp.active,
-                                  extra_features=(ent, ent_w, inp.weights))
+                                  extra_features=(ent, ent_w, inp.weights), centering=inp.centering)
         if prob.size == 0:
             return finish(state, np.zeros(inp.shape), inp.active)
         take = prob.classes.take

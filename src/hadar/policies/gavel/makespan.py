@@ -108,7 +108,8 @@ def solve_makespan(throughputs: FloatArray, inp: Inputs) -> FloatArray:
     m, _ = inp.shape
     demand = inp.remaining > 0
     per_step = np.divide(throughputs, inp.remaining[:, None], out=throughputs.copy(), where=demand[:, None])
-    prob = ClassProblem.build(per_step, inp.scale_factors, inp.capacities, inp.active, demand=demand)
+    prob = ClassProblem.build(per_step, inp.scale_factors, inp.capacities, inp.active, demand=demand,
+                              centering=inp.centering)
     if prob.size == 0:
         return np.zeros(inp.shape)
     if not prob.demand.any():  # nothing left to run: any point is optimal; take the center

@@ -32,7 +32,7 @@ def max_min_coefficients(throughputs: FloatArray, inp: Inputs) -> FloatArray:
 def solve_max_min(coef: FloatArray, inp: Inputs) -> FloatArray:
     """Centered optimum of ``max min_i coef_i . x_i`` (rows without an active entry get 0)."""
     m, _ = inp.shape
-    prob = ClassProblem.build(coef, inp.scale_factors, inp.capacities, inp.active)
+    prob = ClassProblem.build(coef, inp.scale_factors, inp.capacities, inp.active, centering=inp.centering)
     if prob.size == 0:
         return np.zeros(inp.shape)
     tau, x_opt = prob.max_min(what="max-min fairness LP")
@@ -51,7 +51,7 @@ class MaxMinFairness(GavelPolicy):
     def allocate(self, state: SchedulerState) -> Allocation:
         if not state.jobs:
             return empty_allocation(state)
-        inp = Inputs.of(state)
+        inp = Inputs.of(state, self.centering)
         rates = inp.throughputs if self.type_aware else np.ones(inp.shape)
         x = solve_max_min(max_min_coefficients(rates, inp), inp)
         return finish(state, x, inp.active)

@@ -14,7 +14,7 @@ from typing import cast
 import numpy as np
 
 from hadar.arrays import BoolArray, FloatArray
-from hadar.policies.gavel.center import FACE_TOL, Face, blend_start, center_numpy, compiled_for, repair
+from hadar.policies.gavel.center import FACE_TOL, Centering, Face, blend_start, center_numpy, compiled_for, repair
 from hadar.policies.gavel.common import Classes
 from hadar.solve.lp import Variables, maxmin_lp, scale_to_unit
 
@@ -32,6 +32,7 @@ class ClassProblem:
     demand: BoolArray  # (c,): the row has a demand constraint a . x >= g
     capacities: FloatArray  # (n,)
     var: Variables
+    centering: Centering | None = None  # the policy's (when its centerings run compiled); None: NumPy
 
     @classmethod
     def build(
@@ -40,22 +41,22 @@ class ClassProblem:
         scale_factors: FloatArray,
         capacities: FloatArray,
         active: BoolArray,
-        rows: BoolArray | None = None,
         demand: BoolArray | None = None,
         extra_features: tuple[FloatArray, ...] = (),
+        centering: Centering | None = None,
     ) -> ClassProblem:
-        """Keep ``rows`` (default: jobs with an active entry); ``demand`` defaults to all kept rows."""
+        """Keep the jobs with an active entry (and, with a demand, a positive coefficient); ``demand``
+        defaults to all kept rows; ``centering``: the policy's (``Inputs.centering``)."""
         m = coef.shape[0]
         demand = np.ones(m, dtype=bool) if demand is None else demand
         coef = np.where(active, coef, 0.0)
         # A row takes part if it can run somewhere and, when it has a demand, can meet it.
         alive = active.any(axis=1) & (~demand | (coef > 0).any(axis=1))
-        rows = alive if rows is None else (rows & alive)
-        classes = Classes.of(rows, coef, scale_factors, demand.astype(float), active.astype(float), *extra_features)
+        classes = Classes.of(alive, coef, scale_factors, demand.astype(float), active.astype(float), *extra_features)
         a, factor = scale_to_unit(classes.take(coef))
         act = classes.take(active)
         return cls(classes, a, factor, classes.counts, classes.take(scale_factors), act,
-                   classes.take(demand), np.asarray(capacities, dtype=float), Variables.of(act))
+                   classes.take(demand), np.asarray(capacities, dtype=float), Variables.of(act), centering)
 
     @property
     def size(self) -> int:
@@ -80,7 +81,7 @@ class ClassProblem:
         Floors are capped just below what the repaired ``x_opt`` achieves, so
         solver round-off can never leave the face empty (``center.center_capped``).
         """
-        return center_capped(self.face(g, c=c, c_floor=c_floor, socp=socp), x_opt)
+        return center_capped(self.face(g, c=c, c_floor=c_floor, socp=socp), x_opt, self.centering)
 
     def expand(self, x_cls: FloatArray, m: int) -> FloatArray:
         return self.classes.expand(x_cls, m)
@@ -101,12 +102,12 @@ def capped(face: Face, x_rep: FloatArray) -> Face:
     return Face(face.a, g, face.k, face.s, face.capacities, face.active, c=face.c, c_floor=c_floor, socp=face.socp)
 
 
-def center_capped(face: Face, x_opt: FloatArray) -> FloatArray:
+def center_capped(face: Face, x_opt: FloatArray, centering: Centering | None = None) -> FloatArray:
     """``center.center_face`` of ``face`` :func:`capped` at the repaired solver point ``x_opt``, started
     there (compiled where ``center.analytic_center`` would be)."""
     if face.a.shape[0] == 0:
         return np.zeros(face.a.shape)
-    if (jit := compiled_for(face)) is not None:
+    if (jit := compiled_for(face, centering)) is not None:
         return cast(FloatArray, jit.center_capped(face, x_opt))
     x_rep = repair(face, x_opt)
     face = capped(face, x_rep)

@@ -29,7 +29,7 @@ from hadar.solve.lp import base_constraints, solve_lp
 def solve_max_sum(throughputs: FloatArray, inp: Inputs) -> FloatArray:
     m, _ = inp.shape
     prob = ClassProblem.build(throughputs, inp.scale_factors, inp.capacities, inp.active,
-                              demand=np.zeros(m, dtype=bool))
+                              demand=np.zeros(m, dtype=bool), centering=inp.centering)
     if prob.size == 0:
         return np.zeros(inp.shape)
     var = prob.var

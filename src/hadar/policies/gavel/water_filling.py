@@ -95,7 +95,7 @@ def water_fill(prob: ClassProblem) -> tuple[FloatArray, FloatArray]:
 
 def solve_water_filling(coef: FloatArray, inp: Inputs) -> FloatArray:
     m, _ = inp.shape
-    prob = ClassProblem.build(coef, inp.scale_factors, inp.capacities, inp.active)
+    prob = ClassProblem.build(coef, inp.scale_factors, inp.capacities, inp.active, centering=inp.centering)
     if prob.size == 0:
         return np.zeros(inp.shape)
     levels, x_opt = water_fill(prob)

@@ -103,11 +103,12 @@ def _may_gain(free: list[int], rates: list[float], value: list[float], w: int, a
 def previous_counts(state: SchedulerState) -> Counts:
     """GPUs per type each job held last round (jobs that held a whole gang). Read only: the last
     state's answer is kept and handed out again for the same state (a round asks several times)."""
-    if _PREVIOUS and _PREVIOUS[0][0] is state:
-        return _PREVIOUS[0][1]
+    prev = _PREVIOUS[-1:]  # one read: a decision in another thread may replace it meanwhile
+    if prev and prev[0][0] is state:
+        return prev[0][1]
     jobs = state.jobs
     held, sizes = [j.previous_gpus for j in jobs], [j.scale_factor for j in jobs]
-    last = _PREVIOUS[0] if _PREVIOUS and _PREVIOUS[0][0].cluster is state.cluster else None
+    last = prev[0] if prev and prev[0][0].cluster is state.cluster else None
     if last is not None and last[3] == held and last[4] == sizes:  # no job moved, came or went: the same answer
         _PREVIOUS[:] = [(state, last[1], last[2], held, sizes)]
         return last[1]
@@ -137,8 +138,9 @@ _TYPE_INDICES: list[tuple[Cluster, tuple[int, ...]]] = []  # the last cluster's 
 
 def _type_indices(cluster: Cluster) -> tuple[int, ...]:
     """GPU id -> index of its type in ``cluster.gpu_types`` (kept for the last cluster, by identity)."""
-    if _TYPE_INDICES and _TYPE_INDICES[0][0] is cluster:
-        return _TYPE_INDICES[0][1]
+    last = _TYPE_INDICES[-1:]  # one read (threads may replace it meanwhile)
+    if last and last[0][0] is cluster:
+        return last[0][1]
     index = {t: r for r, t in enumerate(cluster.gpu_types)}
     out = tuple(index[t] for t in cluster.gpu_type_of)
     _TYPE_INDICES[:] = [(cluster, out)]

@@ -7,9 +7,9 @@ type (the plan: per period too): at 2,048 active jobs each took 0.2 s to
 ``limit`` active jobs, the LPs therefore see groups instead of jobs:
 jobs with the same rates, gang size and weight whose remaining best-type
 times lie in the same band of a geometric grid, the grid as fine as
-keeps the groups within ``limit`` (bands of 1.05x, 1.1x, 1.2x, 1.5x, 2x,
-3x, 5x, 10x, then one group per class; Gavel's job types give about 80
-classes). A group of g jobs is g gangs that share the group's work: its
+keeps the groups within ``limit`` (Hadar's ``lp_bands``: by default
+bands of 1.05x, 1.1x, 1.2x, 1.5x, 2x, 3x, 5x, 10x, then one group per
+class; Gavel's job types give about 80 classes). A group of g jobs is g gangs that share the group's work: its
 columns may run g gangs at once, it counts g times in the plan's mean,
 and its utility is its members' mean; the plan is then lean (this round
 one period, periods growing 5x: keeper.jct_plan). A group's share of a
@@ -30,7 +30,8 @@ import numpy as np
 from hadar.arrays import FloatArray, IntArray
 from hadar.policies.hadar.keeper import Work
 
-_RATIOS = (1.05, 1.1, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0)
+#: the bands' ratios, finest first (the default of Hadar's ``lp_bands``)
+RATIOS = (1.05, 1.1, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0)
 _BANDS = 1 << 32  # bands a class may span in a (class, band) key (about 1,000 at most: times from 1e-9 s up)
 
 
@@ -74,8 +75,10 @@ class Groups:
         return out
 
 
-def group(rates: FloatArray, remaining: FloatArray, scale: IntArray, weight: FloatArray, limit: int) -> Groups | None:
-    """Groups for more than ``limit`` jobs (None: at most ``limit`` jobs, each its own group)."""
+def group(rates: FloatArray, remaining: FloatArray, scale: IntArray, weight: FloatArray, limit: int,
+          ratios: tuple[float, ...] = RATIOS) -> Groups | None:
+    """Groups for more than ``limit`` jobs (None: at most ``limit`` jobs, each its own group): bands of
+    the first of ``ratios`` that keeps them within ``limit``, else one group per class."""
     m = remaining.size
     if m <= limit:
         return None
@@ -84,7 +87,7 @@ def group(rates: FloatArray, remaining: FloatArray, scale: IntArray, weight: Flo
     t = np.where((best > 0) & (remaining > 0), remaining / np.where(best > 0, best, 1.0), 0.0)
     logt = np.log(np.maximum(t, 1e-9))
     index = cls
-    for ratio in _RATIOS:
+    for ratio in ratios:
         # (class, band) pairs as one int64 key in the same order: np.unique numbers them as _ids would
         band = np.floor(logt / np.log(ratio)).astype(np.int64)
         keys, inverse = np.unique(cls * _BANDS + (band - band.min()), return_inverse=True)

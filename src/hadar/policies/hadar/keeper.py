@@ -29,10 +29,6 @@ choice defers.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,17 +39,33 @@ from hadar.policies.hadar import closed, plan_lp
 from hadar.solve import highs
 
 _HOUR = 3600.0
-_SPLIT = 3  # a JCT plan splits this round into so many periods
 #: Branch-and-bound budget of the whole-gang re-plan, in nodes (a work limit, not a time limit: the
 #: answer must not depend on how fast the machine is; the MIPs seen so far solve at the root node).
-_MIP_NODES = 1000
-#: A lean JCT plan (jobs grouped, groups.py): its periods grow faster (fewer periods, fewer columns).
-_LEAN_GROWTH = 5.0
+#: Hadar's ``keep_mip_nodes``.
+MIP_NODES = 1000
 #: What the plan and horizon LPs return is rounded, the horizon to the millisecond and the plan's shares to
 #: 1e-9 of a round: two solves of one LP from different starting bases (a warm start, a cold one) agree to
 #: about 1e-12, and a decision must not hang on which of them ran (``warm_start``), nor on round-off.
 _H_DIGITS = 3
 _X_DIGITS = 9
+
+
+@dataclass(frozen=True, slots=True)
+class PlanShape:
+    """How a JCT plan cuts time and breaks ties (Hadar's ``plan_split``, ``plan_growth``,
+    ``plan_lean_growth`` and ``plan_tie``): this round in ``split`` periods, then periods ``growth``
+    times longer each; a lean plan (jobs grouped, groups.py) takes this round as one period and
+    grows its periods ``lean_growth`` times (fewer periods, fewer columns); ``tie``: the tie rule's
+    weight (plan_lp.TIE)."""
+
+    split: int = 3
+    growth: float = 3.0
+    lean_growth: float = 5.0
+    tie: float = plan_lp.TIE
+
+
+#: the plan Hadar's defaults shape
+PLAN = PlanShape()
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,23 +212,8 @@ def _matrix(pairs: list[tuple[IntArray, FloatArray]], last: tuple[IntArray, Floa
                      (n_rows, k + 1))
 
 
-@contextlib.contextmanager
-def _stdout_silenced() -> Iterator[None]:
-    """HiGHS's MIP solver can print a diagnostic line straight to file descriptor 1, which would
-    corrupt ``--json`` output; send that descriptor to /dev/null for the call."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
-def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *, whole: bool = False
-               ) -> tuple[FloatArray, FloatArray] | None:
+def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *, whole: bool = False,
+               mip_nodes: int = MIP_NODES) -> tuple[FloatArray, FloatArray] | None:
     """Plan for this round: ``x[i, r]`` = share of the round job i runs on W GPUs of type r, and per
     job the LP's price of its demand (> 0: the job runs because the horizon needs it; zeros when
     ``whole``).
@@ -224,7 +221,8 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     Maximizes ``sum value[i, r] x[i, r]`` subject to the remaining work, less
     this round's progress, fitting into ``later_s`` after the round; when it
     cannot, the overrun is minimized first. ``whole``: each job runs the whole
-    round on one type or not at all (a small MIP, HiGHS branch and bound).
+    round on one type or not at all (a small MIP, HiGHS branch and bound, at most ``mip_nodes``
+    nodes).
     None if the solver fails (the caller keeps its own placement).
     """
     ii, rr = work.pairs()
@@ -247,10 +245,13 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     c = np.concatenate([-gain, np.zeros(k), [1e3 * (float(np.abs(gain).sum()) + 1.0) / round_h]])
     upper = np.concatenate([g[ii], np.full(k + 1, np.inf)])
     if whole:
-        with _stdout_silenced():
-            res = milp(c, constraints=LinearConstraint(a.sparse(), -np.inf, b),
-                       bounds=Bounds(np.zeros(2 * k + 1), upper),
-                       integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]), options={"node_limit": _MIP_NODES})
+        # HiGHS logs nothing here (``disp`` is off: SciPy sets its ``log_to_console`` false); the HiGHS of
+        # SciPy 1.17 still prints one line from C (its MIP solver's repair of a postsolved point) that
+        # no option turns off, so a command that promises clean stdout guards it (``hadar.cli``)
+        res = milp(c, constraints=LinearConstraint(a.sparse(), -np.inf, b),
+                   bounds=Bounds(np.zeros(2 * k + 1), upper),
+                   integrality=np.concatenate([np.ones(k), np.zeros(k + 1)]),
+                   options={"disp": False, "node_limit": mip_nodes})
         if res.x is None:
             return None
         sol = np.asarray(res.x)
@@ -266,7 +267,7 @@ def round_plan(work: Work, value: FloatArray, round_s: float, later_s: float, *,
     return x, price
 
 
-def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = _SPLIT) -> FloatArray:
+def periods_s(round_s: float, total_s: float, growth: float = PLAN.growth, split: int = PLAN.split) -> FloatArray:
     """Period lengths for a JCT plan: this round in ``split`` equal parts (so that finishing early in
     the round counts), one more round, then each ``growth`` times the one before, the last one cut
     to end at ``total_s`` (at least two rounds in all)."""
@@ -280,7 +281,8 @@ def periods_s(round_s: float, total_s: float, growth: float = 3.0, split: int = 
 
 
 def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, lean: bool = False,
-             warm: highs.Warm | None = None, names: IntArray | None = None) -> tuple[FloatArray, FloatArray] | None:
+             warm: highs.Warm | None = None, names: IntArray | None = None, shape: PlanShape = PLAN
+             ) -> tuple[FloatArray, FloatArray] | None:
     """This round's share ``x[i, r]`` (of the round, on W GPUs of type r) in a fluid plan that
     minimizes the weighted mean time at which the remaining work gets done, all of it within
     ``total_s`` from now, and per job the share of its remaining work the plan does this round
@@ -289,6 +291,7 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     LP's columns and rows are named by row, type and period). ``lean`` (for rows that are groups of jobs, where
     the round's gangs are spread over the members afterwards): this round is one period, not three,
     and the periods grow 5x rather than 3x (about a third of the columns and simplex iterations).
+    ``shape``: those counts and factors, and the tie rule's weight (:class:`PlanShape`).
 
     Time is split into periods (``periods_s``: this round in thirds, one more
     round, then longer and longer). Variable ``f[i, r, k]``: the share of job i's remaining work done
@@ -307,14 +310,14 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     k = ii.size
     if k == 0:
         return np.zeros((m, n)), np.zeros(m)
-    split = 1 if lean else _SPLIT
-    lens = periods_s(round_s, total_s, _LEAN_GROWTH if lean else 3.0, split) / _HOUR
+    split = 1 if lean else shape.split
+    lens = periods_s(round_s, total_s, shape.lean_growth if lean else shape.growth, split) / _HOUR
     dur = work.remaining[ii] / work.rates[ii, rr] / _HOUR  # hours on W GPUs of r to finish
     live = work.remaining > 0
     g = work.gangs()
     now = closed.plan(dur, ii, rr, lens, split, weight * g, work.scale, g, work.capacity, live)
     if now is None:  # the GPUs a job prefers are short (or a tie): the LP
-        now = plan_lp.solve(work, weight, ii, rr, dur, lens, split, warm, names)
+        now = plan_lp.solve(work, weight, (ii, rr), dur, plan_lp.Periods(lens, split, shape.tie), warm, names)
         if now is None:
             return None
     x = np.zeros((m, n))

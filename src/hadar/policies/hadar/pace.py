@@ -26,27 +26,33 @@ from hadar.policies.hadar import gangs
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Work
 
-#: ``keep_own``: the horizon is one job's own length when it is at most this times the longest remaining time
-_OWN = 1.01
+#: ``keep_own``: the horizon is one job's own length when it is at most this times the longest remaining
+#: time (the default of Hadar's ``keep_own_within``)
+OWN_WITHIN = 1.01
 #: ``keep_own`` waits for arrivals to pause: none within this share of the horizon (while jobs keep coming,
-#: the job that sets the horizon needs its best GPUs, and a job held back now can run on them later)
-_OWN_QUIET = 0.02
+#: the job that sets the horizon needs its best GPUs, and a job held back now can run on them later; the
+#: default of Hadar's ``keep_own_quiet``)
+OWN_QUIET = 0.02
 
 
 @dataclass(frozen=True, slots=True)
 class Shield:
-    """The keeper's exemptions: the policy's ``keep_short``, ``keep_own``, ``keep_fair`` and ``ftf_cap``."""
+    """The keeper's exemptions: the policy's ``keep_short``, ``keep_own``, ``keep_fair`` and ``ftf_cap``
+    (and ``keep_own_within``, ``keep_own_quiet``: when ``keep_own`` applies)."""
 
     short: float | None
     own: float | None
     fair: float | None
     cap: float | None
+    own_within: float = OWN_WITHIN
+    own_quiet: float = OWN_QUIET
 
     def jobs(self, state: SchedulerState, work: Work, fresh: BoolArray | None, h: float,
              top: FloatArray | None = None) -> IntArray | None:
         """Jobs the keeper may not hold back (1, else 0; None: none): with ``short`` set, those whose
         remaining best-type time is at most ``short`` rounds; with ``own`` set and the horizon ``h`` set
-        by one job's own length and no arrival within ``_OWN_QUIET`` x h, those with at most ``own`` x h
+        by one job's own length (at most ``own_within`` x the longest remaining best-type time) and no
+        arrival within ``own_quiet`` x h, those with at most ``own`` x h
         left; with ``fair`` set, those whose finish-time fairness so far, (now - arrival + remaining
         best-type time) / best-type time of the whole job, exceeds ``fair``; with any, those that never
         ran (``fresh``: the first-round rule's jobs). ``top``: ``work.best_rates()``, where known."""
@@ -58,8 +64,8 @@ class Shield:
         out = np.zeros(len(state.jobs), dtype=int)
         if self.short is not None:
             out |= left <= self.short * state.round_s
-        if self.own is not None and h <= _OWN * float(left.max()) and \
-                state.now_s - max(j.arrival_s for j in state.jobs) >= _OWN_QUIET * h:
+        if self.own is not None and h <= self.own_within * float(left.max()) and \
+                state.now_s - max(j.arrival_s for j in state.jobs) >= self.own_quiet * h:
             out |= left <= self.own * h
         if self.fair is not None:
             total = np.array([j.total_steps for j in state.jobs], dtype=float)

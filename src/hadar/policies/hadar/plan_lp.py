@@ -26,8 +26,18 @@ if TYPE_CHECKING:
     from hadar.policies.hadar.keeper import Work
 
 #: A JCT plan's tie rule: a unit of work done on a type t times slower than the job's fastest costs as much
-#: more as finishing it TIE x (t - 1) of the first period later (docs/hadar.md, "Warm starts").
+#: more as finishing it TIE x (t - 1) of the first period later (docs/hadar.md, "Warm starts"); the
+#: default of Hadar's ``plan_tie``.
 TIE = 1e-3
+
+
+class Periods(NamedTuple):
+    """A plan's periods: their lengths (hours), how many of the first make up this round, and the tie
+    rule's weight (:data:`TIE` by default)."""
+
+    lens: FloatArray
+    split: int
+    tie: float = TIE
 
 
 class _Layout(NamedTuple):
@@ -46,10 +56,12 @@ class _Layout(NamedTuple):
 _LAST: list[tuple[tuple[object, ...], _Layout]] = []
 
 
-def solve(work: Work, weight: FloatArray, ii: IntArray, rr: IntArray, dur: FloatArray, lens: FloatArray, split: int,
+def solve(work: Work, weight: FloatArray, pairs: tuple[IntArray, IntArray], dur: FloatArray, periods: Periods,
           warm: highs.Warm | None, names: IntArray | None) -> FloatArray | None:
-    """Per pair, the share of its job done in this round's ``split`` periods (None: no optimum); the
-    arguments as ``keeper.jct_plan`` has them (``dur``: hours on W GPUs per pair, ``lens``: periods)."""
+    """Per pair, the share of its job done in this round's ``periods.split`` periods (None: no optimum);
+    the arguments as ``keeper.jct_plan`` has them (``pairs``: (job, type) index pairs, ``dur``: hours
+    on W GPUs per pair)."""
+    (ii, rr), lens, split = pairs, periods.lens, periods.split
     m, n = work.rates.shape
     capacity, scale, gangs, live = work.capacity, work.scale, work.gangs(), work.remaining > 0
     k, p = ii.size, lens.size
@@ -59,7 +71,7 @@ def solve(work: Work, weight: FloatArray, ii: IntArray, rr: IntArray, dur: Float
     a = highs.Csc(lay.indptr, lay.cells, np.concatenate([vals.ravel(), -capacity.astype(float), -np.ones(m)]),
                   (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
-    res = highs.minimize(_costs(weight * gangs, ii, dur, lens), a, np.concatenate([b_ub, np.ones(n_eq)]),
+    res = highs.minimize(_costs(weight * gangs, ii, dur, lens, periods.tie), a, np.concatenate([b_ub, np.ones(n_eq)]),
                          lower=lay.lower, warm=warm, names=lay.names, options=highs.PLAN)
     if res is None:
         return None
@@ -103,9 +115,9 @@ def _names(rows: IntArray, ii: IntArray, rr: IntArray, n: int, p: int, live: Boo
     return np.concatenate([cols, [-4]]), np.concatenate([cap, job, name[live] * 4 + 3])
 
 
-def _costs(weight: FloatArray, ii: IntArray, dur: FloatArray, lens: FloatArray) -> FloatArray:
+def _costs(weight: FloatArray, ii: IntArray, dur: FloatArray, lens: FloatArray, tie: float = TIE) -> FloatArray:
     """The costs: per (pair, period) column the job's weight x the period's midpoint, plus the tie
-    rule (among plans that get the work done at the same times, each job's faster types: TIE x the
+    rule (among plans that get the work done at the same times, each job's faster types: ``tie`` x the
     first period's length per unit, in proportion to how much slower than its fastest the type is),
     then the overrun's price. In late periods, between types of close speed, the rule's charge falls
     to HiGHS's own tolerances (1e-7), where which type the LP picked was left to the simplex's path;
@@ -114,5 +126,5 @@ def _costs(weight: FloatArray, ii: IntArray, dur: FloatArray, lens: FloatArray) 
     np.minimum.at(fastest, ii, dur)
     mid = np.cumsum(lens) - lens / 2
     slower = (dur / fastest[ii] - 1.0)[:, None]
-    per_unit = weight[ii][:, None] * (mid[None, :] + TIE * lens[0] * slower)
+    per_unit = weight[ii][:, None] * (mid[None, :] + tie * lens[0] * slower)
     return np.concatenate([per_unit.ravel(), [1e3 * (float(weight.sum()) + 1.0) * (mid[-1] + 1.0)]])

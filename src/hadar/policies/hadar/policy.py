@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from hadar.policies.hadar import gangs, groups
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Horizon, Work, horizon, horizon_s, jct_plan, round_plan
 from hadar.policies.hadar.pace import Shield
-from hadar.policies.hadar.params import PARAMS
+from hadar.policies.hadar.params import ADVANCED, PARAMS, HadarAdvanced, advanced_of
 from hadar.policies.hadar.pricing import PriceBook
 from hadar.policies.hadar.share import shared_slots
 from hadar.policies.hadar.utility import UTILITIES, UtilityContext, make_utility
@@ -51,65 +51,37 @@ _HBASIS = "hadar.horizon_basis"  # memo: the keeper's last horizon LP's basis (t
 
 @register("hadar", "Hadar (IPDPS'24): task-level primal-dual placement each round; jobs may span GPU types")
 class HadarPolicy:
-    """Hadar's round decision. Every parameter is a keyword; ``PARAMS`` says what each one does
-    (docs/policies.md renders them in one table, with their defaults).
+    """Hadar's round decision. Every parameter is a keyword: the core ones are the constructor's own
+    (``PARAMS`` says what each does), the advanced ones, taken by name too, are ``advanced``'s
+    (a :class:`HadarAdvanced`; ``ADVANCED`` says what each does). docs/policies.md renders both
+    tables, with their defaults.
     """
 
     PARAMS: ClassVar[Mapping[str, str]] = PARAMS
+    ADVANCED: ClassVar[Mapping[str, str]] = ADVANCED
+    KNOBS: ClassVar[type] = HadarAdvanced
     TRAITS: ClassVar[PolicyTraits] = PolicyTraits(spans_types=True, resolve="every_round", cut_rounds=True,
                                                   planner="placement")
     name: ClassVar[str] = "hadar"
 
-    def __init__(self, *, utility: str = "jct", rate_model: str = "sync", steepness: float = 0.25,
-                 exponent: float = 1.0, aging_s: float | None = None, restart_s: float | None = None,
-                 fill: bool = True, keep_slack: float | None = 0.01, keep_busy: float | None = 0.1,
-                 keep_quiet: float = 0.1, keep_whole: int = 12, keep_fair: float | None = None,
-                 keep_short: float | None = 1.0, keep_own: float | None = 0.6,
-                 keep_max_jobs: int | None = None, first_round: bool = True, plan: str = "lp", plan_total: float = 3.0,
-                 plan_max_jobs: int | None = None, lp_jobs: int = 128, warm_start: bool = True, share: bool = False,
-                 share_gain: float = 1.0, ftf_cap: float | None = 2.0) -> None:
+    def __init__(self, *, utility: str = "jct", rate_model: str = "sync", restart_s: float | None = None,
+                 plan: str = "lp", keep_slack: float | None = 0.01, share: bool = False, **advanced: Any) -> None:
+        self.advanced = adv = advanced_of("hadar", advanced)
         _check(utility in UTILITIES, f"unknown Hadar utility {utility!r}; known: {', '.join(UTILITIES)}")
         _check(rate_model in ("sync", "additive"), f"unknown rate model {rate_model!r} (sync or additive)")
-        _check(steepness >= 0 and (restart_s is None or restart_s >= 0) and (aging_s is None or aging_s > 0),
-               "steepness and restart_s must be >= 0, aging_s > 0")
+        _check(adv.steepness >= 0 and (restart_s is None or restart_s >= 0)
+               and (adv.aging_s is None or adv.aging_s > 0), "steepness and restart_s must be >= 0, aging_s > 0")
         _check(plan in ("lp", "pack"), f"unknown Hadar plan {plan!r} (lp or pack)")
-        _check(plan_total >= 1, f"plan_total must be >= 1 (a multiple of the horizon), got {plan_total}")
-        for key, v in (("keep_slack", keep_slack), ("keep_busy", keep_busy)):
-            _check(v is None or 0 <= v < 1, f"{key} must be in [0, 1), got {v}")
-        _check(keep_quiet >= 0, f"keep_quiet must be >= 0, got {keep_quiet}")
-        _check(keep_fair is None or keep_fair >= 1, f"keep_fair must be >= 1, got {keep_fair}")
-        for key, v in (("keep_short", keep_short), ("keep_own", keep_own)):
-            _check(v is None or v >= 0, f"{key} must be >= 0, got {v}")
-        _check(min(keep_whole, lp_jobs, _limit(keep_max_jobs), _limit(plan_max_jobs)) >= 0,
-               "job-count limits must be >= 0")
+        _check(keep_slack is None or 0 <= keep_slack < 1, f"keep_slack must be in [0, 1), got {keep_slack}")
         _check(isinstance(share, bool), f"share must be true or false, got {share!r}")
-        _check(isinstance(warm_start, bool), f"warm_start must be true or false, got {warm_start!r}")
-        _check(share_gain >= 0, f"share_gain must be >= 0, got {share_gain}")
-        _check(ftf_cap is None or ftf_cap >= 1, f"ftf_cap must be >= 1, got {ftf_cap}")
         self.utility_name = utility
-        self.utility = make_utility(utility, exponent)
+        self.utility = make_utility(utility, adv.exponent)
         self.rate_model: RateModel = "additive" if rate_model == "additive" else "sync"
-        self.steepness = steepness
-        self.aging_s = aging_s
         self.restart_s = restart_s
-        self.fill = fill
-        self.keep_slack = keep_slack
-        self.keep_busy = keep_busy
-        self.keep_quiet = keep_quiet
-        self.keep_whole = keep_whole
-        self.keep_fair = keep_fair
-        self.keep_short = keep_short
-        self.keep_own = keep_own
-        self.keep_max_jobs = keep_max_jobs
-        self.first_round = first_round
         self.plan = plan
-        self.plan_total = plan_total
-        self.plan_max_jobs = plan_max_jobs
-        self.lp_jobs = lp_jobs
+        self.keep_slack = keep_slack
         self.share = share
-        self.share_gain = share_gain
-        self.warm_start = warm_start
-        self.ftf_cap = ftf_cap
+        self.plan_shape = adv.plan_shape
 
     @property
     def traits(self) -> PolicyTraits:
@@ -127,7 +99,7 @@ class HadarPolicy:
         if self.share:  # a pair's time together is in ``pairs``; its host's time alone is then 0
             prev = gangs.previous_counts(state)
             for s in shared_slots(state, x, value, scale.astype(int), counts, _order(value, scale),
-                                  self._discount(state), prev, self.share_gain):
+                                  self._discount(state), prev, self.advanced.share_gain):
                 pairs[(state.jobs[s.host].job_id, state.jobs[s.guest].job_id)] = tuple(fractions[s.host])
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
@@ -137,7 +109,9 @@ class HadarPolicy:
     def warm_starts(self, state: SchedulerState) -> Warms | None:
         """With ``warm_start``, the warm starts the last round left in ``state.memo`` (for :meth:`place`;
         what it leaves in them goes to the next round's memo: :func:`warm_memo`)."""
-        return (highs.Warm(state.memo.get(_BASIS)), highs.Warm(state.memo.get(_HBASIS))) if self.warm_start else None
+        if not self.advanced.warm_start:
+            return None
+        return highs.Warm(state.memo.get(_BASIS)), highs.Warm(state.memo.get(_HBASIS))
 
     def place(self, state: SchedulerState, *, busy: IntArray | None = None, sit_out: BoolArray | None = None,
               weight: FloatArray | None = None, warm: Warms | None = None
@@ -166,9 +140,10 @@ class HadarPolicy:
         arrival = np.array([j.arrival_s for j in jobs], dtype=float)
         attained = np.array([j.attained_gpu_s for j in jobs], dtype=float)
         weight = state.priority_weights()
-        if self.aging_s is not None:
+        aging_s = self.advanced.aging_s
+        if aging_s is not None:
             waited = np.maximum(0.0, state.now_s - arrival - attained / scale)
-            weight = weight * (1.0 + waited / self.aging_s)
+            weight = weight * (1.0 + waited / aging_s)
         return UtilityContext(state.now_s, state.round_s, state.remaining_steps(), scale, state.priority_weights(),
                               arrival, attained, weight)
 
@@ -183,8 +158,9 @@ class HadarPolicy:
         book.take(taken)
         order = _order(value, scale)
         m = len(state.jobs)
-        plan = self.plan == "lp" and self.utility_name == "jct" and m <= _limit(self.plan_max_jobs)
-        keep = self.keep_slack is not None and m <= _limit(self.keep_max_jobs)
+        adv = self.advanced
+        plan = self.plan == "lp" and self.utility_name == "jct" and m <= _limit(adv.plan_max_jobs)
+        keep = self.keep_slack is not None and m <= _limit(adv.keep_max_jobs)
         if not (plan or keep):
             return self._priced(state, book, x, value, scale, order)
         # the remaining work on the GPUs not taken, and its horizon: one LP shared by the plan and the keeper
@@ -192,7 +168,7 @@ class HadarPolicy:
         for r, k in taken.items():
             free[r] -= k
         work = Work(x, state.remaining_steps(), scale, free)
-        grp = groups.group(x, work.remaining, scale, state.priority_weights(), self.lp_jobs)
+        grp = groups.group(x, work.remaining, scale, state.priority_weights(), adv.lp_jobs, adv.lp_bands)
         pw, hw = (None, None) if warm is None else warm
         names = None if warm is None else _row_names(state, grp)  # what warm starts map bases by
         hz = horizon(groups.lp_work(work, grp), hw, names)
@@ -223,7 +199,7 @@ class HadarPolicy:
                 counts[int(i)] = offer.counts
             else:
                 waiting.append(int(i))
-        if self.fill and book.free.sum() > 0:
+        if self.advanced.fill and book.free.sum() > 0:
             gangs.fill(book, x, value, scale, counts, waiting, self.rate_model)
         return counts
 
@@ -235,7 +211,7 @@ class HadarPolicy:
 
     def _fresh(self, state: SchedulerState) -> BoolArray | None:
         """First-round rule: the jobs that never ran, when some have and some have not (else None)."""
-        if not self.first_round:
+        if not self.advanced.first_round:
             return None
         fresh = np.array([j.attained_gpu_s <= 0 for j in state.jobs])
         return fresh if fresh.any() and not fresh.all() else None
@@ -249,9 +225,9 @@ class HadarPolicy:
         Where ``hz``'s own plan, scaled to what the placement leaves, shows the horizon keeps pace, the
         placement stands without that LP (its optimum is at most the scaled plan's time)."""
         x, scale, free, h = work.rates, work.scale, work.capacity, hz.s
-        slack = self.keep_slack or 0.0
-        if self.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < self.keep_quiet * h:
-            slack = max(slack, self.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
+        slack, adv = self.keep_slack or 0.0, self.advanced
+        if adv.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < adv.keep_quiet * h:
+            slack = max(slack, adv.keep_busy)  # jobs still arriving: the drain is not yet what sets TTD
         allowed = h - state.round_s * (1.0 - slack)
         limit = allowed * (1 + 1e-6) + 1e-6
         after = groups.lp_work(work, grp, work.remaining - work.progress(counts, state.round_s))
@@ -263,9 +239,10 @@ class HadarPolicy:
         # whole gangs when every job can run at once and only the types are in question (the end of a
         # drain); where jobs compete for GPUs, a whole-gang round that must keep pace would, round after
         # round, trade every job's completion for the last one's: the fractional plan keeps pace over rounds
-        endgame = len(state.jobs) <= self.keep_whole and scale.sum() <= free.sum()
+        endgame = len(state.jobs) <= adv.keep_whole and scale.sum() <= free.sum()
         lpw, lpv = groups.lp_work(work, grp), value if grp is None else grp.mean_rows(value)
-        got = round_plan(lpw, lpv, state.round_s, allowed, whole=True) if endgame else None
+        got = round_plan(lpw, lpv, state.round_s, allowed, whole=True, mip_nodes=adv.keep_mip_nodes) \
+            if endgame else None
         if got is None:
             got = round_plan(lpw, lpv, state.round_s, allowed)
         if got is None:
@@ -278,8 +255,10 @@ class HadarPolicy:
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
     def shield(self) -> Shield:
-        """The keeper's exemptions under this policy's ``keep_short``, ``keep_own``, ``keep_fair``, ``ftf_cap``."""
-        return Shield(self.keep_short, self.keep_own, self.keep_fair, self.ftf_cap)
+        """The keeper's exemptions under this policy's ``keep_short``, ``keep_own`` (with ``keep_own_within``,
+        ``keep_own_quiet``), ``keep_fair`` and ``ftf_cap``."""
+        a = self.advanced
+        return Shield(a.keep_short, a.keep_own, a.keep_fair, a.ftf_cap, a.keep_own_within, a.keep_own_quiet)
 
     def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
                   order: IntArray, fresh: BoolArray | None, warm: highs.Warm | None,
@@ -289,7 +268,8 @@ class HadarPolicy:
         (``first_round``) first, then by planned share (``warm``, ``names``: as ``jct_plan``'s)."""
         weight = state.priority_weights()
         got = jct_plan(groups.lp_work(work, grp), weight if grp is None else grp.first_rows(weight), state.round_s,
-                       h * self.plan_total, lean=grp is not None, warm=warm, names=names)
+                       h * self.advanced.plan_total, lean=grp is not None, warm=warm, names=names,
+                       shape=self.plan_shape)
         if got is None:
             return None
         plan, now = got if grp is None else groups.spread(grp, got[0], work.rates, work.remaining, state.round_s)
@@ -305,7 +285,7 @@ class HadarPolicy:
         live = per_gpu[per_gpu > 0]
         if live.size == 0:
             return None
-        return PriceBook(state.capacities().astype(int), float(live.min()), float(live.max()), self.steepness)
+        return PriceBook(state.capacities().astype(int), float(live.min()), float(live.max()), self.advanced.steepness)
 
 
 def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:
