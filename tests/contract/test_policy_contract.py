@@ -72,7 +72,7 @@ def test_is_a_policy(name):
     assert policy.name == name
     assert isinstance(policy.traits, PolicyTraits)
     assert policy.traits == dataclasses.replace(entry(name).traits, type_aware=policy.traits.type_aware,
-                                                rate_model=policy.traits.rate_model)
+                                                yield_after_s=policy.traits.yield_after_s)
 
 
 @pytest.mark.parametrize("which", sorted(STATES))

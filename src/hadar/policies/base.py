@@ -36,8 +36,6 @@ class PolicyTraits:
       (node-level copies, HadarE).
     - ``skip_zero_priority``: the rounds planner never runs a job where its allocation is 0.
     - ``reference_solver``: the policy accepts ``solver="ecos"`` (Gavel-compatible runs use it).
-    - ``rate_model``: how a lease spanning GPU types progresses (``sync``: at its slowest type's
-      pace; ``additive``: every GPU adds its share).
     """
 
     type_aware: bool = True
@@ -49,15 +47,12 @@ class PolicyTraits:
     planner: PlannerKind = "rounds"
     skip_zero_priority: bool = False
     reference_solver: bool = False
-    rate_model: RateModel = "sync"
 
     def __post_init__(self) -> None:
         if self.resolve not in ("on_change", "every_round"):
             raise InputError(f"traits: unknown resolve cadence {self.resolve!r}")
         if self.planner not in ("rounds", "placement", "forking"):
             raise InputError(f"traits: unknown planner {self.planner!r}")
-        if self.rate_model not in ("sync", "additive"):
-            raise InputError(f"traits: unknown rate model {self.rate_model!r} (sync or additive)")
         if self.yield_after_s is not None and not (self.forks and self.cut_rounds and self.yield_after_s >= 0):
             raise InputError("traits: yield_after_s (>= 0) is for a forking policy that cuts rounds")
         if self.forks != (self.planner == "forking"):

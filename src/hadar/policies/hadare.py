@@ -125,8 +125,7 @@ class HadarEPolicy:
     def traits(self) -> PolicyTraits:
         from dataclasses import replace
 
-        return replace(self.TRAITS, rate_model=self.hadar.rate_model,
-                       yield_after_s=self.advanced.yield_after_s if self.fork else None)
+        return replace(self.TRAITS, yield_after_s=self.advanced.yield_after_s if self.fork else None)
 
     def allocate(self, state: SchedulerState) -> Allocation:
         jobs, types, cluster = state.jobs, state.gpu_types, state.cluster

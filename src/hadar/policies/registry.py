@@ -75,8 +75,8 @@ class Entry:
 
     @property
     def traits(self) -> PolicyTraits:
-        """The traits the class declares (an instance may refine ``type_aware`` and ``rate_model``
-        from its parameters: ``Policy.traits``)."""
+        """The traits the class declares (an instance may refine ``type_aware`` from its parameters:
+        ``Policy.traits``)."""
         return self.cls.TRAITS
 
     def parameters(self) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     validate_jobs(source if isinstance(source, list) else [], cluster, table, spans_types=traits.spans_types)
     workload = Workload(source, window=window, limit=limit)
     if max(workload.limit or 0, window[1] if window else 0) >= LONG_RUN_JOBS:
-        center.expect_many()
+        center.expect_many(pol)
     events: list[dict[str, Any]] = []
     world = replace(world or World(), charge_restarts=not gavel_compat)
     eff = world.fork_efficiency

@@ -23,7 +23,6 @@ both on the same GPUs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -83,9 +82,7 @@ class HadarPolicy:
         self.share = share
         self.plan_shape = adv.plan_shape
 
-    @property
-    def traits(self) -> PolicyTraits:
-        return replace(self.TRAITS, rate_model=self.rate_model)
+    traits: ClassVar[PolicyTraits] = TRAITS  # its rate model is its own estimate, not the world's
 
     # -- the round's decision ------------------------------------------------------
     def allocate(self, state: SchedulerState) -> Allocation:
