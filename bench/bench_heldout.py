@@ -21,6 +21,7 @@ progress bar on stderr on a terminal. `--parallel N` runs each workload's simula
 
     .venv/bin/python bench/bench_heldout.py --set dev|heldout [--only NAME,NAME] [--philly FILE]
         [--out DIR] [--parallel N]
+    .venv/bin/python bench/bench_heldout.py --markdown DIR/SET.json    # the tables of docs/evaluation.md
 """
 
 from __future__ import annotations
@@ -114,11 +115,11 @@ def table(name: str, m: dict[str, Any], ok: dict[str, bool]) -> str:
     """One workload's table: a row per policy, then its goals."""
     rows = m["results"]
     las = rows[LAS]
-    head = f"{'policy':18} " + " ".join(f"{c[0]:>10}" for c in (*COLUMNS, *RATIOS))
+    head = f"{'policy':22} " + " ".join(f"{c[0]:>10}" for c in (*COLUMNS, *RATIOS))
     lines = [f"{name}: {m['jobs']} jobs, LAS's stretch {las['stretch']:.3f}", head]
     for policy, r in rows.items():
         cells = [r[k] / div for _, k, div in COLUMNS] + [r[k] / las[k] if las[k] else float("nan") for _, k in RATIOS]
-        lines.append(f"{policy:18} " + " ".join(f"{c:10.3f}" for c in cells))
+        lines.append(f"{policy:22} " + " ".join(f"{c:10.3f}" for c in cells))
     lines.append("goals: " + ", ".join(f"{g} {'ok' if ok[g] else 'XX'}" for g in GOALS))
     return "\n".join(lines)
 
@@ -130,6 +131,30 @@ def summary(which: str, measured: dict[str, dict[str, Any]]) -> str:
     for g in GOALS:
         missed = [name for name, m in measured.items() if not m["goals"][g]]
         lines.append(f"  {g:10} {n - len(missed)}/{n}" + (f"  (missed: {', '.join(missed)})" if missed else ""))
+    return "\n".join(lines)
+
+
+SHORT = {LAS: "LAS", HADAR: "Hadar", "hadare": "HadarE", CALIBRATED: "HadarE, calibrated"}
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """A written SET.json as docs/evaluation.md's tables: the figures, then the goals per workload."""
+    head = ["workload", "policy", *(c[0] for c in COLUMNS), *(r[0] for r in RATIOS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for entry in doc["workloads"]:
+        rows, first = entry["results"], True
+        las = rows[LAS]
+        for policy, r in rows.items():
+            name = f"{entry['workload']['name']} ({entry['jobs']} jobs, LAS stretch {las['stretch']:.3f})"
+            cells = [f"{r[k] / div:.3f}" for _, k, div in COLUMNS] + [f"{r[k] / las[k]:.3f}" for _, k in RATIOS]
+            lines.append(f"| {name if first else ''} | {SHORT.get(policy, policy)} | " + " | ".join(cells) + " |")
+            first = False
+    lines += ["", "| workload | " + " | ".join(GOALS) + " |", "|---|" + "---|" * len(GOALS)]
+    for entry in doc["workloads"]:
+        lines.append(f"| {entry['workload']['name']} | "
+                     + " | ".join("ok" if entry["goals"][g] else "**missed**" for g in GOALS) + " |")
+    held = [sum(e["goals"][g] for e in doc["workloads"]) for g in GOALS]
+    lines.append("| **held on** | " + " | ".join(f"{h} of {len(doc['workloads'])}" for h in held) + " |")
     return "\n".join(lines)
 
 
@@ -177,13 +202,20 @@ def main(argv: list[str] | None = None) -> int:
     from hadar.sweep import workers_count
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", choices=SETS, required=True, help="dev (to tune on) or heldout (to report)")
+    ap.add_argument("--set", choices=SETS, help="dev (to tune on) or heldout (to report)")
+    ap.add_argument("--markdown", type=Path, metavar="SET.json", help="print a written SET.json as markdown tables "
+                    "(docs/evaluation.md's) and run nothing")
     ap.add_argument("--only", default="", help="comma-separated workload names of the set (default: all)")
     ap.add_argument("--philly", type=Path, default=PHILLY_FILE, help="Philly's job table")
     ap.add_argument("--out", type=Path, help="write DIR/SET.json and DIR/SET.csv")
     ap.add_argument("--parallel", type=workers_count, default=1, metavar="N",
                     help="each workload's simulations in N local processes (default 1)")
     args = ap.parse_args(argv)
+    if args.markdown is not None:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
+    if args.set is None:
+        ap.error("--set dev|heldout is required (or --markdown SET.json)")
     only = {n.strip() for n in args.only.split(",") if n.strip()}
     chosen = [w for w in workloads(args.set) if not only or w.name in only]
     try:

@@ -168,6 +168,10 @@ def test_the_bench_runs_a_tiny_set_and_writes_json_and_csv(philly: Path, tmp_pat
     assert [w["workload"]["name"] for w in doc["workloads"]] == ["tiny window", "tiny gen"]
     assert doc["workloads"][0]["command"] == TINY[0].command()
     assert len(cv.read_text().splitlines()) == 1 + 2 * 4
+    md = bench.markdown(doc).splitlines()
+    assert md[2].startswith("| tiny window (3 jobs, LAS stretch ") and md[3].startswith("|  | LAS | ")
+    assert md[-1] == "| **held on** | " + " | ".join(
+        f"{sum(m['goals'][g] for m in measured.values())} of 2" for g in bench.GOALS) + " |"
 
 
 def test_the_bench_finds_a_window_sharing_jobs_with_a_used_workload(philly: Path) -> None:
