@@ -219,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     only = {n.strip() for n in args.only.split(",") if n.strip()}
     chosen = [w for w in workloads(args.set) if not only or w.name in only]
     try:
+        unknown = sorted(only - {w.name for w in chosen})
+        if unknown:
+            raise HadarError(f"no workload {unknown[0]!r} in the {args.set} set (its names: "
+                             + ", ".join(w.name for w in workloads(args.set)) + ")")
         if any(w.philly for w in chosen) and not args.philly.is_file():
             raise HadarError(f"no Philly job table at {args.philly} (--philly FILE; docs/traces.md says where to "
                              "get it)")

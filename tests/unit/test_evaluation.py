@@ -181,6 +181,14 @@ def test_the_bench_finds_a_window_sharing_jobs_with_a_used_workload(philly: Path
     assert bench.shared_jobs(philly, (clash,)) == ["clash: 1 job(s) of a Philly workload used elsewhere"]
 
 
+def test_the_bench_refuses_a_name_not_in_the_set(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = load_bench("bench_heldout")
+    assert bench.main(["--set", "dev", "--only", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bench_heldout: error: no workload 'nope' in the dev set (its names: 6c71a0 11-24")
+    assert len(err.splitlines()) == 1
+
+
 def row(avg: float, p99: float, ttd: float, ftf: float, stretch: float = 1.0) -> dict[str, float]:
     return {"avg_jct_s": avg, "p99_jct_s": p99, "makespan_s": ttd, "ftf_max": ftf, "stretch": stretch}
 
