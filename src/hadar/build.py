@@ -18,7 +18,9 @@ from hadar.mechanism.cadence import Cadence, GavelCadence, OnChange
 from hadar.mechanism.forking import ForkingPlanner
 from hadar.mechanism.ledger import JobLedger
 from hadar.mechanism.placement import PlacementPlanner
+from hadar.mechanism.quotas import QuotaPlanner
 from hadar.mechanism.rounds import GavelRoundPlanner
+from hadar.mechanism.tenants import Tenants
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.throughput import ThroughputTable
@@ -90,13 +92,18 @@ def make_cadence(gavel_compat: bool) -> Cadence:
 
 def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Executor, clock: Clock, *,
          round_s: float, seed: int = 0, gavel_compat: bool = False, track_copies: bool = False,
-         hooks: Hooks = NO_HOOKS, fork_efficiency: ForkEfficiency = IDEAL) -> tuple[Engine, JobLedger]:
+         hooks: Hooks = NO_HOOKS, fork_efficiency: ForkEfficiency = IDEAL, tenants: Tenants | None = None,
+         min_run_s: float = 0.0) -> tuple[Engine, JobLedger]:
     """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking);
     ``hooks``: who listens (events, progress, a recorder such as the service's store);
-    ``fork_efficiency``: what the executor credits forked copies (the forking planner's gangs)."""
+    ``fork_efficiency``: what the executor credits forked copies (the forking planner's gangs);
+    ``tenants``: teams whose quotas every plan is held to (``mechanism/quotas.QuotaPlanner`` in front of
+    the policy's planner; a borrowed GPU is reclaimed only from a job that ran ``min_run_s``)."""
     traits = policy.traits
     ledger = JobLedger(run_cluster(cluster, table, gavel_compat), table, round_s,
                        track_copies=track_copies or traits.forks)
     planner = make_planner(traits, seed, gavel_compat=gavel_compat, fork_efficiency=fork_efficiency)
+    if tenants is not None:
+        planner = QuotaPlanner(planner, tenants, min_run_s)
     engine = Engine(policy, planner, executor, clock, ledger, cadence=make_cadence(gavel_compat), hooks=hooks)
     return engine, ledger

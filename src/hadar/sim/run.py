@@ -14,6 +14,7 @@ from hadar.clock import VirtualClock
 from hadar.engine import Hooks, RunStats
 from hadar.errors import InputError
 from hadar.mechanism.admission import validate_jobs
+from hadar.mechanism.tenants import Tenants
 from hadar.metrics.bound import bound_summary
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
@@ -48,7 +49,8 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
              limit: int | None = None, record_events: bool = False, progress: Any = None,
              policy_kwargs: dict[str, Any] | None = None, world: World | None = None,
              profiles: Mapping[str, PolicySpec] | None = None, restart_s: float | None = None,
-             fork_estimate: ForkEfficiency | None = None) -> SimResult:
+             fork_estimate: ForkEfficiency | None = None, tenants: Tenants | None = None,
+             min_run_s: float = 0.0) -> SimResult:
     """Run ``policy`` (a registered name, a profile name from ``profiles``, or an instance) on the
     workload; returns the summary and per-job rows of measured jobs.
 
@@ -60,7 +62,8 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     of spec/hadar.md section 5 (metrics/bound.py); for a forking policy (HadarE) TTD is taken against
     the forking limit, and ``world``, the world it ran in. ``policy_kwargs`` set parameters of a policy
     given by name (as a profile would). ``restart_s``: the restart cost of jobs that give none
-    (``--restart-s``; None = 0).
+    (``--restart-s``; None = 0). ``tenants``: teams (a job's ``entity``) held to their quotas every round
+    (``mechanism/quotas.py``; ``min_run_s`` before a borrowed GPU is reclaimed).
     """
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be positive and finite (seconds), got {round_s}")
@@ -81,7 +84,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=round_s, seed=seed,
                           gavel_compat=gavel_compat, track_copies=record_events,
                           hooks=Hooks(on_event=events.append if record_events else None, on_progress=progress),
-                          fork_efficiency=fork_estimate or IDEAL)
+                          fork_efficiency=fork_estimate or IDEAL, tenants=tenants, min_run_s=min_run_s)
     stats = engine.run(workload)
     measured = {j.job_id for j in workload.jobs if workload.measured(j.job_id)}
     rows = job_rows(ledger, measured)
