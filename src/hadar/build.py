@@ -65,6 +65,19 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
     return RunPolicy(spec.label, spec.build(**defaults))
 
 
+def team_params(name: str | Policy, profiles: Mapping[str, PolicySpec] | None,
+                tenants: Tenants | None) -> dict[str, Any]:
+    """Parameters a run with ``tenants`` sets on the policy it names: the teams' weights as
+    ``entity_weights`` where the policy takes them (Gavel's hierarchical policies) and its profile does
+    not set them; nothing for an instance or a run without tenants."""
+    if tenants is None or not isinstance(name, str):
+        return {}
+    spec = resolve(name, profiles)
+    if "entity_weights" in spec.params or "entity_weights" not in entry(spec.policy).parameters():
+        return {}
+    return {"entity_weights": tenants.weights}
+
+
 def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = True,
                  fork_efficiency: ForkEfficiency = IDEAL) -> RoundPlanner:
     """The planner a policy's traits name (planners read the cluster from each snapshot). Outside

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hadar.build import policy_for_run, wire
+from hadar.build import policy_for_run, team_params, wire
 from hadar.clock import VirtualClock
 from hadar.engine import Hooks, RunStats
 from hadar.errors import InputError
@@ -71,6 +71,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
         check_restart_s(restart_s, "--restart-s")
         source = [with_restart_s(j, restart_s) for j in source] if isinstance(source, list) else (
             with_restart_s(j, restart_s) for j in source)
+    policy_kwargs = {**team_params(policy, profiles, tenants), **(policy_kwargs or {})}
     run = policy_for_run(policy, seed=seed, gavel_compat=gavel_compat, profiles=profiles, params=policy_kwargs)
     pol, traits = run.policy, run.policy.traits
     validate_jobs(source if isinstance(source, list) else [], cluster, table, spans_types=traits.spans_types)
