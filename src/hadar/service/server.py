@@ -103,8 +103,10 @@ def serve(args: argparse.Namespace) -> int:
         store = Store(state_dir)
         opts = ServeOptions(state_dir=state_dir.resolve(), cluster=cluster, address=args.address, policy=args.policy,
                             profiles=profiles, round_s=args.round_s, seed=args.seed, dilation=args.dilation,
-                            fork_efficiency=efficiency or IDEAL)
-        service = Service(opts, store)
+                            fork_efficiency=efficiency or IDEAL,
+                            tenants_path=None if args.tenants is None else args.tenants.resolve(),
+                            min_run_s=args.min_run_s)
+        service = Service(opts, store)  # a bad tenants file: one line, exit 2, before Ray starts
         sock = bind(args.host, args.port)
         server = http_server(service, token)
         service.start(on_exit=lambda: setattr(server, "should_exit", True))
@@ -112,6 +114,8 @@ def serve(args: argparse.Namespace) -> int:
         write_server_file(state_dir, url, os.getpid())
         print(f"hadar serve: {url}/ (state {state_dir}; token in {Path(state_dir) / 'token'})", file=sys.stderr,
               flush=True)
+        if args.tenants is not None:
+            on_sighup(service)
         run_http(server, sock, service.ray_started)
         service.stop()
         store.close()
@@ -120,6 +124,20 @@ def serve(args: argparse.Namespace) -> int:
     if service.state == "failed":
         raise ServiceFailure(f"the scheduler stopped: {service.error}")
     return 0
+
+
+def on_sighup(service: Any) -> None:
+    """SIGHUP reloads the tenants file: in force from the next round if it passes every check, else the
+    old one stays (the log says why, on one line)."""
+
+    def reload(sig: int, frame: FrameType | None) -> None:
+        try:
+            new = service.reload_tenants("SIGHUP")
+            log.warning("tenants file reloaded: %d teams, %d users", len(new.teams), len(new.users))
+        except HadarError as e:
+            log.error("tenants file not reloaded, the old one stays: %s", e)
+
+    signal.signal(signal.SIGHUP, reload)
 
 
 def run_http(server: Any, sock: socket.socket, ray_started: threading.Event) -> None:
