@@ -14,6 +14,7 @@ from typing import Any
 
 from hadar.clock import Clock
 from hadar.engine import NO_HOOKS, Engine, Executor, Hooks, RoundPlanner
+from hadar.errors import InputError
 from hadar.mechanism.cadence import Cadence, GavelCadence, OnChange
 from hadar.mechanism.forking import ForkingPlanner
 from hadar.mechanism.ledger import JobLedger
@@ -27,6 +28,7 @@ from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy, PolicyTraits
 from hadar.policies.profiles import PolicySpec, resolve
 from hadar.policies.registry import entry
+from hadar.policies.teams import TeamWeighted
 
 #: Gavel's simulator re-solves at most this often (seconds).
 GAVEL_RESOLVE_GAP_S = 1920.0
@@ -78,6 +80,14 @@ def team_params(name: str | Policy, profiles: Mapping[str, PolicySpec] | None,
     return {"entity_weights": tenants.weights}
 
 
+def _takes_team_weights(policy: Policy) -> bool:
+    """Whether the policy shares between teams itself (``entity_weights``: Gavel's hierarchical policies)."""
+    try:
+        return "entity_weights" in entry(policy.name).parameters()
+    except InputError:  # an instance of no registered policy
+        return False
+
+
 def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = True,
                  fork_efficiency: ForkEfficiency = IDEAL) -> RoundPlanner:
     """The planner a policy's traits name (planners read the cluster from each snapshot). Outside
@@ -111,7 +121,11 @@ def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Exe
     ``hooks``: who listens (events, progress, a recorder such as the service's store);
     ``fork_efficiency``: what the executor credits forked copies (the forking planner's gangs);
     ``tenants``: teams whose quotas every plan is held to (``mechanism/quotas.QuotaPlanner`` in front of
-    the policy's planner; a borrowed GPU is reclaimed only from a job that ran ``min_run_s``)."""
+    the policy's planner; a borrowed GPU is reclaimed only from a job that ran ``min_run_s``) and whose
+    weights a policy that does not take them (``entity_weights``) sees in its jobs' priority weights
+    (``policies/teams.TeamWeighted``)."""
+    if tenants is not None and tenants.teams and not _takes_team_weights(policy):
+        policy = TeamWeighted(policy, tenants.weights)  # teams weigh through the jobs' priority weights
     traits = policy.traits
     ledger = JobLedger(run_cluster(cluster, table, gavel_compat), table, round_s,
                        track_copies=track_copies or traits.forks)

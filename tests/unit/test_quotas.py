@@ -3,6 +3,8 @@ under policies of each planner, and the tenants file's checks (``mechanism/tenan
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hadar.config import parse_cluster
@@ -84,8 +86,8 @@ def test_a_team_that_may_not_borrow_stays_within_its_quota_on_an_idle_cluster(ta
 
 
 def test_without_quotas_the_plan_is_the_policys(table):
-    jobs = _jobs(table, vision=3, nlp=3, nlp_at=500.0, rounds=3)
-    free = parse_tenants({"teams": {"vision": {"weight": 2}, "nlp": {}}}, None)
+    jobs = [dataclasses.replace(j, entity="vision") for j in _jobs(table, vision=3, nlp=3, nlp_at=500.0, rounds=3)]
+    free = parse_tenants({"teams": {"vision": {"weight": 2}, "nlp": {}}}, None)  # one team active: its weight alone
     a = simulate(jobs, parse_cluster("2:1:1"), table, "max_min_fairness_perf", record_events=True)
     b = simulate(jobs, parse_cluster("2:1:1"), table, "max_min_fairness_perf", record_events=True, tenants=free)
     assert [e for e in a.events if e["event"] == "round"] == [e for e in b.events if e["event"] == "round"]

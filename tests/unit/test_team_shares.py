@@ -90,3 +90,24 @@ def test_compare_takes_the_tenants_file_and_a_team_column(tmp_path: Path, table)
     bad = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "GPU type 'h100'" in bad.stderr
+
+
+@pytest.mark.parametrize("policy", ["hadar", "max_min_fairness_perf"])
+def test_policies_that_share_by_priority_weights_take_the_teams_weights(table, policy):
+    """Hadar and Gavel's flat policies see the teams' weights in their jobs' priority weights
+    (``policies/teams.py``): the heavier team's jobs are served sooner."""
+    cluster = parse_cluster("4:4:4")
+    jobs = _jobs(table, per_team=12)
+    import yaml
+
+    tenants = parse_tenants(yaml.safe_load(TENANTS), set(cluster.gpu_types))
+
+    def mean_finish(result, team: str) -> float:
+        got = [r.finish_s for r in result.rows if jobs[r.job_id].entity == team]
+        return sum(got) / len(got)
+
+    weighted = simulate(jobs, cluster, table, policy, tenants=tenants)
+    even = simulate(jobs, cluster, table, policy)
+    assert weighted.summary["jobs_completed"] == even.summary["jobs_completed"] == len(jobs)
+    lead = mean_finish(weighted, "nlp") / mean_finish(weighted, "vision")
+    assert lead > 1.25 * mean_finish(even, "nlp") / mean_finish(even, "vision")
