@@ -93,7 +93,8 @@ def team_routes(app: FastAPI, service: Service, auth: Any) -> None:
         if format not in ("json", "csv"):
             raise InputError(f"format {format[:20]!r}: json or csv")
         at = parse_since(since)
-        view = await run_in_threadpool(usage, service.store, since_at=at, team=team)
+        rates = {key: {t: est for t, (_m, est, _k) in per.items()} for key, per in service.rates.items()}
+        view = await run_in_threadpool(lambda: usage(service.store, since_at=at, team=team, rates=rates))
         if format == "csv":
             return Response(usage_csv(view), media_type="text/csv; charset=utf-8")
         return _json(view)
