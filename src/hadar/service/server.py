@@ -96,6 +96,10 @@ def serve(args: argparse.Namespace) -> int:
     efficiency = load_fork_efficiency(args)  # a bad file: one line, exit 2, before Ray starts
     cluster = _cluster(args)
     policy_for_run(args.policy, seed=args.seed, profiles=profiles)  # an unknown policy fails here, not later
+    if args.tenants is not None:  # a bad tenants file: one line, exit 2, nothing made
+        from hadar.service.tenants import load_tenants
+
+        load_tenants(args.tenants, None if cluster is None else set(cluster.listed_types))
     state_dir = prepare_state_dir(args.state)
     lock = lock_state_dir(state_dir)
     try:
@@ -106,7 +110,7 @@ def serve(args: argparse.Namespace) -> int:
                             fork_efficiency=efficiency or IDEAL,
                             tenants_path=None if args.tenants is None else args.tenants.resolve(),
                             min_run_s=args.min_run_s)
-        service = Service(opts, store)  # a bad tenants file: one line, exit 2, before Ray starts
+        service = Service(opts, store)
         sock = bind(args.host, args.port)
         server = http_server(service, token)
         service.start(on_exit=lambda: setattr(server, "should_exit", True))
