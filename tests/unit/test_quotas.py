@@ -110,3 +110,22 @@ def test_a_bad_tenants_file_is_one_line_naming_the_entry(data, message):
     with pytest.raises(InputError, match=message) as err:
         parse_tenants(data, {"v100", "p100", "k80"}, "t.yaml")
     assert "\n" not in str(err.value) and str(err.value).startswith("t.yaml")
+
+
+def test_the_stage_continues_from_its_recorded_state(table):
+    """``dump``/``load`` (the service's store keeps them): when each running job started survives, and a
+    planner state recorded before the run had tenants goes to the inner planner whole."""
+    from hadar.build import make_planner
+    from hadar.mechanism.quotas import QuotaPlanner
+    from hadar.policies.registry import entry
+
+    traits = entry("max_min_fairness_perf").traits
+    stage = QuotaPlanner(make_planner(traits), _tenants(), 30.0)
+    stage.since = {3: 12.5, 7: 40.0}
+    again = QuotaPlanner(make_planner(traits), _tenants(), 30.0)
+    again.load(stage.dump())
+    assert again.since == {3: 12.5, 7: 40.0} and again.dump() == stage.dump()
+    old = make_planner(traits).dump()
+    bare = QuotaPlanner(make_planner(traits), _tenants())
+    bare.load(old)
+    assert bare.since == {} and bare.inner.dump() == old
