@@ -1,5 +1,5 @@
 """Quotas per GPU type and borrowing (``mechanism/quotas.py``), checked on every round of simulated runs
-under policies of each planner, and the tenants file's checks (``mechanism/tenants.py``)."""
+under every registered policy, and the tenants file's checks (``mechanism/tenants.py``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from hadar.config import parse_cluster
 from hadar.errors import InputError
 from hadar.mechanism.tenants import parse_tenants
 from hadar.model.job import Job
+from hadar.policies.registry import available
 from hadar.sim.run import simulate
 
 R50 = "ResNet-50 (batch size 64)"
-POLICIES = ["max_min_fairness_perf", "hadar", "fifo_perf", "hierarchical_water_filling_perf"]
+POLICIES = available()  # every registered policy: the stage is in front of every planner
 
 
 def _tenants(vision_borrow: bool = True, nlp_borrow: bool = False):
