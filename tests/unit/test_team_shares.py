@@ -111,3 +111,49 @@ def test_policies_that_share_by_priority_weights_take_the_teams_weights(table, p
     assert weighted.summary["jobs_completed"] == even.summary["jobs_completed"] == len(jobs)
     lead = mean_finish(weighted, "nlp") / mean_finish(weighted, "vision")
     assert lead > 1.25 * mean_finish(even, "nlp") / mean_finish(even, "vision")
+
+
+class _Recording:
+    """A policy that keeps every (state, allocation) it decided."""
+
+    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.seen = inner, []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def traits(self):  # type: ignore[no-untyped-def]
+        return self.inner.traits
+
+    def allocate(self, state):  # type: ignore[no-untyped-def]
+        alloc = self.inner.allocate(state)
+        self.seen.append((state, alloc))
+        return alloc
+
+
+def test_every_decision_gives_each_team_its_weights_share_while_both_wait(table):
+    """At each re-solve where both teams have a job that does not run all the time, the allocation's
+    normalized throughput per team (sum of c_ij x_ij, c_ij = T_ij / prop_i) is its weight's share."""
+    import dataclasses
+
+    from hadar.policies.gavel.hierarchical import HierarchicalWaterFilling
+
+    cluster = parse_cluster("4:4:4")
+    jobs = [dataclasses.replace(j, arrival_s=300.0 * (j.job_id // 2)) for j in _jobs(table, per_team=12)]
+    policy = _Recording(HierarchicalWaterFilling(entity_weights={"vision": 2.0, "nlp": 1.0}))
+    simulate(jobs, cluster, table, policy)
+    checked = 0
+    for state, alloc in policy.seen:
+        rates = state.throughput_matrix()
+        prop = proportional_throughputs(rates, state.capacities())
+        level = (rates * alloc.fractions).sum(axis=1) / prop
+        teams = np.array([j.entity for j in state.jobs])
+        waiting = {t for t, x in zip(teams, alloc.fractions.sum(axis=1), strict=True) if x < 1 - 1e-6}
+        if waiting != {"vision", "nlp"}:
+            continue
+        checked += 1
+        share = level[teams == "vision"].sum() / level.sum()
+        assert share == pytest.approx(2 / 3, rel=0.05), (state.now_s, share)
+    assert checked >= 5, checked
