@@ -267,9 +267,7 @@ class Service:
         new = parse_submission(text, name, self.clock.now(), base_dir, cwd, self._check_fits)
         if who.team or not who.admin:
             new = [dataclasses.replace(n, spec={**n.spec, "entity": who.team}) for n in new]
-        teams = {str(n.spec.get("entity") or "") for n in new}
-        owner = (who.user, who.team or (teams.pop() if len(teams) == 1 else ""))
-        sub = self.store.submit(new, request_id, conflict=_name_conflict, owner=owner)
+        sub = self.store.submit(new, request_id, conflict=_name_conflict, owner=(who.user, who.team))
         if not sub.duplicate:
             self.source.add([job_from_spec(jid, n.spec) for jid, n in zip(sub.ids, new, strict=False)])
         return sub

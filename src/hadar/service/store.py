@@ -217,7 +217,8 @@ class Store:
 
         ``conflict(new, stored_id, stored_spec)``: a message if ``new`` may not share its job type (its name,
         the throughput key) with the first stored job of that type; ``InputError`` then, nothing stored.
-        ``owner``: (user, team) the jobs belong to, recorded with them and in the audit log."""
+        ``owner``: (user, team) the jobs belong to ("" team: each job's ``entity``), recorded with them and
+        in the audit log."""
         now = time.time()
         with self.transaction() as con:
             seen = con.execute("SELECT job_ids FROM submissions WHERE request_id = ?", (request_id,)).fetchone()
@@ -235,10 +236,11 @@ class Store:
                 ids.append(int(cur.lastrowid or 0))
             con.execute("INSERT INTO submissions (request_id, job_ids, at) VALUES (?, ?, ?)",
                         (request_id, json.dumps(ids), now))
-            if owner is not None:
+            if owner is not None:  # each job's team: the owner's, else the one the job names (an admin's)
+                teams = [owner[1] or str(job.spec.get("entity") or "") for job in jobs]
                 con.executemany("INSERT INTO owners (job_id, user, team) VALUES (?, ?, ?)",
-                                [(i, owner[0], owner[1]) for i in ids])
-                self.add_audit(con, owner[0], "submit", {"jobs": ids, "team": owner[1]})
+                                [(i, owner[0], t) for i, t in zip(ids, teams, strict=True)])
+                self.add_audit(con, owner[0], "submit", {"jobs": ids, "teams": sorted(set(teams))})
         return Submitted(tuple(ids), duplicate=False)
 
     def request_cancel(self, job_id: int) -> str | None:
