@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from hadar.mechanism.events import Event
 from hadar.mechanism.placement import assign_gpus
 from hadar.mechanism.tenants import Team, Tenants
 from hadar.model.frozen import builder
@@ -51,6 +52,8 @@ class Planner(Protocol):
     def dump(self) -> dict[str, object]: ...
 
     def load(self, data: dict[str, object]) -> None: ...
+
+    def events(self, plan: RoundPlan, arrival_s: float) -> list[Event]: ...
 
 
 @dataclass(slots=True)
@@ -101,6 +104,9 @@ class QuotaPlanner:
 
     def stalled(self) -> None:
         self.inner.stalled()
+
+    def events(self, plan: RoundPlan, arrival_s: float) -> list[Event]:
+        return self.inner.events(plan, arrival_s)
 
     def dump(self) -> dict[str, object]:
         return {"inner": self.inner.dump(), "since": {str(j): s for j, s in self.since.items()}}

@@ -62,8 +62,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     of spec/hadar.md section 5 (metrics/bound.py); for a forking policy (HadarE) TTD is taken against
     the forking limit, and ``world``, the world it ran in. ``policy_kwargs`` set parameters of a policy
     given by name (as a profile would). ``restart_s``: the restart cost of jobs that give none
-    (``--restart-s``; None = 0). ``tenants``: teams (a job's ``entity``) held to their quotas every round
-    (``mechanism/quotas.py``; ``min_run_s`` before a borrowed GPU is reclaimed).
+    (``--restart-s``; None = 0). ``tenants``: teams (``Job.entity``) held to quotas (``mechanism/quotas.py``).
     """
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be positive and finite (seconds), got {round_s}")
