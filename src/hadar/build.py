@@ -14,17 +14,21 @@ from typing import Any
 
 from hadar.clock import Clock
 from hadar.engine import NO_HOOKS, Engine, Executor, Hooks, RoundPlanner
+from hadar.errors import InputError
 from hadar.mechanism.cadence import Cadence, GavelCadence, OnChange
 from hadar.mechanism.forking import ForkingPlanner
 from hadar.mechanism.ledger import JobLedger
 from hadar.mechanism.placement import PlacementPlanner
+from hadar.mechanism.quotas import QuotaPlanner
 from hadar.mechanism.rounds import GavelRoundPlanner
+from hadar.mechanism.tenants import Tenants
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy, PolicyTraits
 from hadar.policies.profiles import PolicySpec, resolve
 from hadar.policies.registry import entry
+from hadar.policies.teams import TeamWeighted
 
 #: Gavel's simulator re-solves at most this often (seconds).
 GAVEL_RESOLVE_GAP_S = 1920.0
@@ -63,6 +67,27 @@ def policy_for_run(name: str | Policy, *, seed: int = 0, gavel_compat: bool = Fa
     return RunPolicy(spec.label, spec.build(**defaults))
 
 
+def team_params(name: str | Policy, profiles: Mapping[str, PolicySpec] | None,
+                tenants: Tenants | None) -> dict[str, Any]:
+    """Parameters a run with ``tenants`` sets on the policy it names: the teams' weights as
+    ``entity_weights`` where the policy takes them (Gavel's hierarchical policies) and its profile does
+    not set them; nothing for an instance or a run without tenants."""
+    if tenants is None or not isinstance(name, str):
+        return {}
+    spec = resolve(name, profiles)
+    if "entity_weights" in spec.params or "entity_weights" not in entry(spec.policy).parameters():
+        return {}
+    return {"entity_weights": tenants.weights}
+
+
+def _takes_team_weights(policy: Policy) -> bool:
+    """Whether the policy shares between teams itself (``entity_weights``: Gavel's hierarchical policies)."""
+    try:
+        return "entity_weights" in entry(policy.name).parameters()
+    except InputError:  # an instance of no registered policy
+        return False
+
+
 def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = True,
                  fork_efficiency: ForkEfficiency = IDEAL) -> RoundPlanner:
     """The planner a policy's traits name (planners read the cluster from each snapshot). Outside
@@ -90,13 +115,22 @@ def make_cadence(gavel_compat: bool) -> Cadence:
 
 def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Executor, clock: Clock, *,
          round_s: float, seed: int = 0, gavel_compat: bool = False, track_copies: bool = False,
-         hooks: Hooks = NO_HOOKS, fork_efficiency: ForkEfficiency = IDEAL) -> tuple[Engine, JobLedger]:
+         hooks: Hooks = NO_HOOKS, fork_efficiency: ForkEfficiency = IDEAL, tenants: Tenants | None = None,
+         min_run_s: float = 0.0) -> tuple[Engine, JobLedger]:
     """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking);
     ``hooks``: who listens (events, progress, a recorder such as the service's store);
-    ``fork_efficiency``: what the executor credits forked copies (the forking planner's gangs)."""
+    ``fork_efficiency``: what the executor credits forked copies (the forking planner's gangs);
+    ``tenants``: teams whose quotas every plan is held to (``mechanism/quotas.QuotaPlanner`` in front of
+    the policy's planner; a borrowed GPU is reclaimed only from a job that ran ``min_run_s``) and whose
+    weights a policy that does not take them (``entity_weights``) sees in its jobs' priority weights
+    (``policies/teams.TeamWeighted``)."""
+    if tenants is not None and tenants.teams and not _takes_team_weights(policy):
+        policy = TeamWeighted(policy, tenants.weights)  # teams weigh through the jobs' priority weights
     traits = policy.traits
     ledger = JobLedger(run_cluster(cluster, table, gavel_compat), table, round_s,
                        track_copies=track_copies or traits.forks)
     planner = make_planner(traits, seed, gavel_compat=gavel_compat, fork_efficiency=fork_efficiency)
+    if tenants is not None:
+        planner = QuotaPlanner(planner, tenants, min_run_s)
     engine = Engine(policy, planner, executor, clock, ledger, cadence=make_cadence(gavel_compat), hooks=hooks)
     return engine, ledger

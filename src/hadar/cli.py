@@ -40,6 +40,8 @@ _SUBCOMMANDS = {
     "status": "hadar.service.cli",
     "cancel": "hadar.service.cli",
     "logs": "hadar.service.cli",
+    "token": "hadar.service.cli",
+    "usage": "hadar.service.cli",
     "replay": "hadar.cli_replay",
 }
 

@@ -63,6 +63,11 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--restart-s", type=float, default=None, metavar="S",
                    help="seconds a job loses each time it starts or moves to other GPUs, for jobs whose file "
                    "gives no restart_s (default 0, as Gavel's simulator)")
+    c.add_argument("--tenants", type=Path, metavar="FILE", help="tenants file (YAML: teams with weight, quota per "
+                   "GPU type, borrow): a job's entity (a trace's entity column) is its team; quotas hold every "
+                   "round, hierarchical policies share by the teams' weights (docs/api.md, Tenants)")
+    c.add_argument("--min-run-s", type=float, default=0.0, metavar="S", help="with --tenants: a job running on "
+                   "borrowed GPUs keeps them at least this long (default 0)")
     c.add_argument("--fork-efficiency", metavar="FILE", help="the world: what forked copies' steps are worth, per "
                    "job family: a file of `hadar experiment fork-efficiency --out FILE`, or 'calibrated' (the bundled "
                    "measurement; default: ideal, full credit). simulate hands the forking planner the same as its "
@@ -118,6 +123,13 @@ def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]
     kwargs["world"] = World(rate_model=getattr(args, "rate_model", "sync"), fork_efficiency=efficiency or IDEAL)
     if efficiency is not None:
         kwargs["fork_estimate"] = efficiency  # simulate: the planner is told the world's (compare: both ways)
+    if getattr(args, "tenants", None) is not None:
+        from hadar.service.tenants import load_tenants
+
+        if not 0 <= args.min_run_s < float("inf"):
+            raise InputError(f"--min-run-s must be a number of seconds >= 0, got {args.min_run_s}")
+        kwargs["tenants"] = load_tenants(args.tenants, set(cluster.listed_types))
+        kwargs["min_run_s"] = args.min_run_s
     if args.window is not None:
         a, b = args.window
         if a < 0 or b <= a:

@@ -181,7 +181,8 @@ def _other_call(rnd: random.Random) -> tuple[str, str, str]:
     return rnd.choice([("GET", f"/api/jobs/{weird}", "job"), ("POST", f"/api/jobs/{weird}/cancel", "cancel"),
                        ("GET", f"/api/jobs/{weird}/logs", "logs"), ("GET", f"/api/jobs?status={weird}", "status"),
                        ("GET", f"/api/timeline?since={weird}x", "timeline"), ("GET", f"/static/{weird}", "static"),
-                       ("GET", f"/api/{weird}", "unknown")])
+                       ("GET", f"/api/{weird}", "unknown"), ("GET", f"/api/usage?since={weird}x", "usage"),
+                       ("GET", f"/api/audit?limit={weird}x", "audit"), ("POST", "/api/tenants/reload", "reload")])
 
 
 def _cases(rnd: random.Random, real: str) -> Iterator[tuple[str, str, str, bytes | None, Any, Any]]:

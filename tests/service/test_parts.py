@@ -177,12 +177,18 @@ def test_ray_token_file_is_made_private(tmp_path, monkeypatch):
     (["serve", "--state", "{tmp}/s", "--cluster", "v100=40"], "more than 16"),
     (["serve", "--state", "{tmp}/s", "--port", "70000"], "--port must be in 0..65535"),
     (["serve", "--state", "{tmp}/s", "--fork-efficiency", "{tmp}/nope.json"], "fork-efficiency file not found"),
+    (["serve", "--state", "{tmp}/s", "--tenants", "{tmp}/nope.yaml"], "tenants file not found"),
+    (["serve", "--state", "{tmp}/s", "--tenants", "{tmp}/bad-type.yaml"], "quota names GPU type 'h100'"),
+    (["serve", "--state", "{tmp}/s", "--tenants", "{tmp}/negative.yaml"], "quota of 'k80' must be a whole number"),
+    (["serve", "--state", "{tmp}/s", "--tenants", "{tmp}/negative.yaml", "--min-run-s", "-1"], "--min-run-s"),
     (["submit", "{tmp}/jobs.yaml", "--state", "{tmp}/nowhere"], "no server address in"),
     (["status", "--server", "http://127.0.0.1:9"], "HADAR_TOKEN"),
     (["status", "--state", "{tmp}/a", "--server", "http://x"], "not both"),
 ])
 def test_cli_errors_before_anything_starts(tmp_path, capsys, monkeypatch, argv, message):
     monkeypatch.delenv("HADAR_TOKEN", raising=False)
+    (tmp_path / "bad-type.yaml").write_text("teams:\n  a: {quota: {h100: 1}}\n")
+    (tmp_path / "negative.yaml").write_text("teams:\n  a: {quota: {k80: -1}}\n")
     assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("hadar: error:") and message in err and "\n" not in err

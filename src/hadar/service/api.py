@@ -2,7 +2,8 @@
 
 Errors are JSON ``{"error": "<one line naming the problem>"}`` with a 4xx
 status: 400 bad input (malformed file, unknown job type, bad numbers, a
-schema violation), 401 missing or wrong token, 404 no such job, 409 the job
+schema violation), 401 missing, wrong or revoked token, 403 another team's
+job or an admin's call, 404 no such job, 409 the job
 already ended, 413 body too large, 422 a job the cluster can never run, 503
 the scheduler is not ready. A rejected submission stores nothing.
 See docs/api.md.
@@ -27,9 +28,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hadar.errors import HadarError, InfeasibleError, InputError
 from hadar.service import views
+from hadar.service.api_teams import team_routes, user_principal
 from hadar.service.auth import token_matches
-from hadar.service.scheduler import Conflict, Service, Unavailable
+from hadar.service.scheduler import Conflict, Forbidden, Service, Unauthorized, Unavailable
 from hadar.service.specs import MAX_FILE_BYTES, MAX_JOBS_PER_SUBMISSION, check_request_id, text_problem
+from hadar.service.tenants import OPERATOR, Principal
 
 log = logging.getLogger(__name__)
 _ASSETS = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
@@ -118,62 +121,70 @@ def _json(obj: Any, status: int = 200) -> Response:
 def make_app(service: Service, token: str) -> FastAPI:
     app = FastAPI(title="hadar", docs_url=None, redoc_url=None, openapi_url=None)
 
-    async def authorized(request: Request) -> None:  # async: no thread hop for a header check
+    async def authorized(request: Request) -> Principal:  # async: no thread hop for a header check
         header = request.headers.get("authorization", "")
         if not header:
             raise ApiError(401, "missing token: send 'Authorization: Bearer TOKEN' (the token is in the "
                                 "server's state directory, file 'token')")
         scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not token_matches(given.strip(), token):
+        if scheme.lower() != "bearer":
             raise ApiError(401, "wrong token")
+        if token_matches(given.strip(), token):
+            return OPERATOR
+        return user_principal(service, given.strip())
 
     _errors(app)
     _pages(app)
-    auth = [Depends(authorized)]
-    _job_routes(app, service, auth)
-    _view_routes(app, service, auth)
+    who = Depends(authorized)
+    _job_routes(app, service, who)
+    _view_routes(app, service, [who])
+    team_routes(app, service, who)
     return app
 
 
-def _job_routes(app: FastAPI, service: Service, auth: list[Any]) -> None:
-    """Submit, list, show, cancel, logs."""
+def _job_routes(app: FastAPI, service: Service, auth: Any) -> None:
+    """Submit, list, show, cancel, logs (a user: their team's jobs only; 403 on another team's)."""
     jobs_cache = views.JobsCache(service)
 
-    @app.post("/api/jobs", status_code=201, dependencies=auth)
-    async def submit(request: Request) -> Response:
+    @app.post("/api/jobs", status_code=201)
+    async def submit(request: Request, who: Principal = auth) -> Response:
         body = await request.body()
         req = _parse_body(body)
         text, name = _job_text(req)
         rid = check_request_id(req.request_id) if req.request_id else uuid.uuid4().hex
-        sub = await run_in_threadpool(service.submit, text, name, req.base_dir, req.cwd, rid)
+        sub = await run_in_threadpool(service.submit, text, name, req.base_dir, req.cwd, rid, who)
         return _json({"ids": list(sub.ids), "duplicate": sub.duplicate, "request_id": rid}, 201)
 
-    @app.get("/api/jobs", dependencies=auth)
-    async def jobs(status: str | None = None) -> Response:
+    @app.get("/api/jobs")
+    async def jobs(status: str | None = None, who: Principal = auth) -> Response:
+        if status is not None and status not in ("queued", "running", "done", "failed", "cancelled"):
+            raise ApiError(400, f"unknown status {status!r}: queued, running, done, failed or cancelled")
+        if not who.admin:
+            return await run_in_threadpool(lambda: _json(views.jobs_view(service, status, team=who.team)))
         if status is None:  # the common call: served from the cache on the event loop (a rebuild is ~4 ms)
             return Response(jobs_cache.get(), media_type="application/json")
-        if status not in ("queued", "running", "done", "failed", "cancelled"):
-            raise ApiError(400, f"unknown status {status!r}: queued, running, done, failed or cancelled")
         return await run_in_threadpool(lambda: _json(views.jobs_view(service, status)))
 
-    @app.get("/api/jobs/{job_id}", dependencies=auth)
-    def job(job_id: int) -> Response:
+    @app.get("/api/jobs/{job_id}")
+    def job(job_id: int, who: Principal = auth) -> Response:
         row = service.store.job(_known_id(job_id))
         if row is None:
             raise ApiError(404, f"no job {job_id}")
-        return _json(views.job_view(row, service, service.clock.now()))
+        service.check_access(job_id, who)
+        return _json(views.job_view(row, service, service.clock.now(), service.store.owner(job_id)))
 
-    @app.post("/api/jobs/{job_id}/cancel", dependencies=auth)
-    def cancel(job_id: int) -> Response:
+    @app.post("/api/jobs/{job_id}/cancel")
+    def cancel(job_id: int, who: Principal = auth) -> Response:
         try:
-            return _json({"id": job_id, "status": service.cancel(_known_id(job_id))})
+            return _json({"id": job_id, "status": service.cancel(_known_id(job_id), who)})
         except KeyError:
             raise ApiError(404, f"no job {job_id}") from None
 
-    @app.get("/api/jobs/{job_id}/logs", dependencies=auth)
-    def logs(job_id: int) -> Response:
+    @app.get("/api/jobs/{job_id}/logs")
+    def logs(job_id: int, who: Principal = auth) -> Response:
         if service.store.job(_known_id(job_id)) is None:
             raise ApiError(404, f"no job {job_id}")
+        service.check_access(job_id, who)
         return _json({"id": job_id, "lines": views.log_lines(service, job_id)})
 
 
@@ -264,6 +275,7 @@ def _errors(app: FastAPI) -> None:
     @app.exception_handler(HadarError)
     async def hadar_error(request: Request, exc: HadarError) -> JSONResponse:
         status = (422 if isinstance(exc, InfeasibleError) else 409 if isinstance(exc, Conflict)
+                  else 403 if isinstance(exc, Forbidden) else 401 if isinstance(exc, Unauthorized)
                   else 503 if isinstance(exc, Unavailable) else 400 if isinstance(exc, InputError) else 500)
         return _error(status, str(exc))
 

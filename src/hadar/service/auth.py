@@ -11,6 +11,7 @@ while a server runs, so two servers never share one state directory.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import hmac
 import json
 import logging
@@ -66,6 +67,17 @@ def read_token(state_dir: Path) -> str:
     if not token:
         raise InputError(f"{path} is empty")
     return token
+
+
+def new_user_token() -> str:
+    """A user's API token (``hadar token create``): shown once, stored only as ``token_digest``."""
+    return "hdr_" + secrets.token_urlsafe(32)
+
+
+def token_digest(token: str) -> str:
+    """What the store keeps of a user's token: its SHA-256 (the token is 256 random bits, so no salt or
+    slow hash is needed to keep it from being guessed back)."""
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
 
 
 def token_matches(given: str | None, expected: str) -> bool:

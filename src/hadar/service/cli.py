@@ -1,4 +1,5 @@
-"""``hadar serve`` (the scheduler as a service) and its client: ``submit``, ``status``, ``cancel``, ``logs``."""
+"""``hadar serve`` (the scheduler as a service) and its client: ``submit``, ``status``, ``cancel``, ``logs``,
+``usage``; ``token`` makes and revokes users' tokens in a state directory."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of models, data and planner (default 0)")
     p.add_argument("--dilation", type=float, help="emulation only: stretch every step this much more")
     add_fork_efficiency_arg(p)
+    _tenant_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
                    "only; anything else exposes the API, token-protected, to the network)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
@@ -63,6 +65,41 @@ def add_parser(sub: Any) -> None:
     lg.add_argument("id", type=int)
     _where(lg)
     lg.set_defaults(func=logs_main)
+
+
+    _team_parsers(sub)
+
+
+def _tenant_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tenants", type=Path, metavar="FILE", help="tenants file (YAML: teams with weight, quota per "
+                   "GPU type, borrow; users with team or admin): users' tokens (`hadar token create`) see and "
+                   "cancel their team's jobs only; reloaded on SIGHUP or POST /api/tenants/reload (docs/api.md)")
+    p.add_argument("--min-run-s", type=float, default=60.0, metavar="S", help="with --tenants: a job running on "
+                   "borrowed GPUs keeps them at least this long before their owner's team gets them back "
+                   "(default 60)")
+
+
+def _team_parsers(sub: Any) -> None:
+    """``hadar token`` and ``hadar usage``."""
+    tk = sub.add_parser("token", help="create or revoke a user's API token (a server run with --tenants)",
+                        description="`hadar token create USER --state DIR` prints a new token for USER (the store "
+                        "keeps only its SHA-256); `hadar token revoke USER --state DIR` revokes all of USER's "
+                        "tokens (their next request gets 401). Both are in the audit log. Clients send the token "
+                        "from $HADAR_TOKEN.")
+    tk.add_argument("action", choices=("create", "revoke"))
+    tk.add_argument("user")
+    tk.add_argument("--state", required=True, type=Path, help="the server's state directory")
+    tk.add_argument("--tenants", type=Path, metavar="FILE", help="check that USER is in this tenants file")
+    tk.set_defaults(func=token_main)
+
+    u = sub.add_parser("usage", help="GPU-seconds per team, user, job and GPU type, from the recorded rounds")
+    u.add_argument("--team", help="this team's jobs only (a user's token: always their own team)")
+    u.add_argument("--since", help="rounds from this date or ISO time on (UTC unless it names a zone)")
+    fmt = u.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    fmt.add_argument("--csv", action="store_true", help="print level,name,team,gpu_type,gpu_s rows")
+    _where(u)
+    u.set_defaults(func=usage_main)
 
 
 def _where(p: argparse.ArgumentParser) -> None:
@@ -135,10 +172,55 @@ def logs_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def token_main(args: argparse.Namespace) -> int:
+    from hadar.service.auth import new_user_token, token_digest
+    from hadar.service.store import Store
+    from hadar.service.tenants import load_tenants
+
+    if not args.state.is_dir():
+        raise InputError(f"--state {args.state}: no such directory (has `hadar serve --state {args.state}` run?)")
+    if args.tenants is not None and load_tenants(args.tenants, None).user(args.user) is None:
+        raise InputError(f"user {args.user!r} is not in {args.tenants}")
+    if not args.user or len(args.user) > 64 or not all(c.isalnum() or c in "-_." for c in args.user):
+        raise InputError(f"user {args.user[:64]!r}: 1-64 letters, digits, '-', '_' or '.'")
+    store = Store(args.state)
+    try:
+        if args.action == "create":
+            token = new_user_token()
+            store.add_token(args.user, token_digest(token), by="cli")
+            print(token)
+        else:
+            n = store.revoke_tokens(args.user, by="cli")
+            print(f"{args.user}: {n} token{'s' if n != 1 else ''} revoked")
+    finally:
+        store.close()
+    return 0
+
+
+def usage_main(args: argparse.Namespace) -> int:
+    import json as json_mod
+
+    res = _client(args).usage(args.team, args.since, "csv" if args.csv else "json")
+    if args.csv:
+        print(res, end="")
+        return 0
+    if args.json:
+        print(json_mod.dumps(res))
+        return 0
+    print(f"{'team':<14} {'gpu_type':<10} {'gpu_hours':>10}")
+    for team, rec in sorted(res["teams"].items()):
+        for t, sec in sorted(rec["by_type"].items()):
+            print(f"{team or '-':<14} {t:<10} {sec / 3600:>10.3f}")
+    print(f"{'total':<14} {'':<10} {res['gpu_s'] / 3600:>10.3f}")
+    return 0
+
+
 def check_serve_args(args: argparse.Namespace) -> None:
     if not 0 < args.round_s < float("inf"):
         raise InputError(f"--round-s must be a positive number, got {args.round_s}")
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port must be in 0..65535, got {args.port}")
+    if not 0 <= args.min_run_s < float("inf"):
+        raise InputError(f"--min-run-s must be a number of seconds >= 0, got {args.min_run_s}")
     if args.dilation is not None and not 1 <= args.dilation < float("inf"):
         raise InputError(f"--dilation must be at least 1, got {args.dilation}")

@@ -1,8 +1,8 @@
 """The client of the service's HTTP API (standard library only: the client needs no extra).
 
 Where the server is: ``--state DIR`` reads its URL (``DIR/server.json``) and
-token (``DIR/token``); otherwise ``--server URL`` and the token from the
-``HADAR_TOKEN`` environment variable. A 4xx answer becomes ``InputError``
+token (``DIR/token``, unless ``HADAR_TOKEN`` holds a user's own); otherwise
+``--server URL`` and the token from the ``HADAR_TOKEN`` environment variable. A 4xx answer becomes ``InputError``
 with the server's one-line message (the CLI prints it, exit code 2).
 """
 
@@ -12,6 +12,7 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -37,8 +38,9 @@ class Client:
     def locate(cls, state: str | Path | None, server: str | None) -> Client:
         if state is not None and server is not None:
             raise InputError("give --state DIR or --server URL, not both")
-        if state is not None:
-            return cls(read_server_url(Path(state)), read_token(Path(state)))
+        if state is not None:  # a user's own token ($HADAR_TOKEN) goes before the state directory's
+            token = os.environ.get(TOKEN_ENV, "").strip()
+            return cls(read_server_url(Path(state)), token or read_token(Path(state)))
         if server is None:
             raise InputError("where is the server? give --state DIR (the server's state directory) or --server URL "
                              f"with the token in ${TOKEN_ENV}")
@@ -50,14 +52,15 @@ class Client:
             raise InputError(f"--server {server!r}: want a URL like http://127.0.0.1:8470")
         return cls(server, token)
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None, raw: bool = False) -> Any:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method, headers={
             "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
         for attempt in range(RETRIES):
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    return json.loads(resp.read() or b"null")
+                    data = resp.read()
+                    return data.decode() if raw else json.loads(data or b"null")
             except urllib.error.HTTPError as e:
                 raise self._error(e) from None
             except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
@@ -103,3 +106,11 @@ class Client:
 
     def logs(self, job_id: int) -> dict[str, Any]:
         return self.request("GET", f"/api/jobs/{job_id}/logs")
+
+    def usage(self, team: str | None = None, since: str | None = None, fmt: str = "json") -> Any:
+        """GPU-seconds per team, user, job and type (``fmt`` csv: the CSV text)."""
+        query = urllib.parse.urlencode({k: v for k, v in (("team", team), ("since", since), ("format", fmt)) if v})
+        return self.request("GET", f"/api/usage?{query}", raw=fmt == "csv")
+
+    def reload_tenants(self) -> dict[str, Any]:
+        return self.request("POST", "/api/tenants/reload")

@@ -14,6 +14,7 @@ planner's and the cadence's state as last committed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -22,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hadar.build import policy_for_run, wire
+from hadar.build import policy_for_run, team_params, wire
 from hadar.engine import Engine, Hooks
 from hadar.errors import HadarError, InputError
 from hadar.mechanism.admission import validate_job
 from hadar.mechanism.ledger import DONE_EPS, JobLedger, Resumed
+from hadar.mechanism.quotas import QuotaPlanner
+from hadar.mechanism.tenants import Tenants
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.job import Job
@@ -38,6 +41,7 @@ from hadar.service.record import EventLog, StoreRecorder, cluster_json, load_eng
 from hadar.service.source import LiveSource
 from hadar.service.specs import identity, job_from_spec, parse_submission
 from hadar.service.store import ENDED, NewJob, Store, Submitted
+from hadar.service.tenants import OPERATOR, Principal, load_tenants
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,14 @@ class Unavailable(HadarError):
 
 class Conflict(HadarError):
     """The request contradicts the job's state (cancelling a job that ended)."""
+
+
+class Unauthorized(HadarError):
+    """The request's token is missing, wrong or revoked, or its user is not in the tenants file."""
+
+
+class Forbidden(HadarError):
+    """The request's user may not do this (another team's job, an admin's call)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +73,8 @@ class ServeOptions:
     seed: int = 0
     dilation: float | None = None
     fork_efficiency: ForkEfficiency = IDEAL  # what the forking planner counts a copy worth
+    tenants_path: Path | None = None  # the tenants file (teams, quotas, users); None: one admin token
+    min_run_s: float = 0.0  # a job on borrowed GPUs keeps them at least this long
 
 
 class Service:
@@ -68,7 +82,11 @@ class Service:
 
     def __init__(self, opts: ServeOptions, store: Store) -> None:
         self.opts, self.store = opts, store
-        self.run_policy = policy_for_run(opts.policy, seed=opts.seed, profiles=opts.profiles)
+        types = None if opts.cluster is None else set(opts.cluster.listed_types)
+        self.tenants: Tenants | None = None if opts.tenants_path is None else load_tenants(opts.tenants_path, types)
+        self.quotas: QuotaPlanner | None = None  # the engine's quota stage, once wired
+        self.run_policy = policy_for_run(opts.policy, seed=opts.seed, profiles=opts.profiles,
+                                         params=team_params(opts.policy, opts.profiles, self.tenants))
         self.log_dir = check_writable(opts.state_dir / "logs", "log folder")  # one log per job (``joblog``)
         self.events = EventLog(store, self.log_dir)
         self.clock = runtime.ServiceClock(store.clock_s())
@@ -138,13 +156,39 @@ class Service:
         engine, ledger = wire(self.run_policy.policy, backend.executor.cluster, backend.tracker.table(),
                               backend.executor, self.clock, round_s=self.opts.round_s, seed=self.opts.seed,
                               hooks=Hooks(on_event=self.events, recorder=recorder),
-                              fork_efficiency=self.opts.fork_efficiency)
+                              fork_efficiency=self.opts.fork_efficiency, tenants=self._checked_tenants(backend),
+                              min_run_s=self.opts.min_run_s)
+        self.quotas = engine.planner if isinstance(engine.planner, QuotaPlanner) else None
         # the round's arrivals committed (and in the jobs' logs) before its leases print anything
         backend.executor.on_dispatch = lambda round_no, plan: self.events.flush()
         with self.store.transaction() as con:
             self.store.set_meta(con, "cluster", cluster_json(ledger.cluster))
             self.store.set_meta(con, "policy", self.run_policy.label)
         return engine, ledger, recorder
+
+    def _checked_tenants(self, backend: runtime.Backend) -> Tenants | None:
+        """The tenants file checked against the cluster Ray gave (with --address it was not known before)."""
+        if self.opts.tenants_path is not None and self.opts.cluster is None:
+            self.tenants = load_tenants(self.opts.tenants_path, set(backend.executor.cluster.listed_types))
+        return self.tenants
+
+    def reload_tenants(self, by: str) -> Tenants:
+        """Read the tenants file again; it replaces the one in force only if it passes every check (else
+        ``InputError``, one line, and the old file stays). Quotas apply from the next round."""
+        if self.opts.tenants_path is None:
+            raise InputError("the server runs without --tenants: there is no tenants file to reload")
+        cluster = self.cluster
+        try:
+            new = load_tenants(self.opts.tenants_path, None if cluster is None else set(cluster.listed_types))
+        except InputError as e:
+            self.store.audit("tenants reload refused", by, {"error": str(e)})
+            raise
+        self.tenants = new
+        if self.quotas is not None:
+            self.quotas.update(new)
+        self.store.audit("tenants reload", by, {"teams": [t.name for t in new.teams],
+                                                "users": [u.name for u in new.users]})
+        return new
 
     # ---- restart ----------------------------------------------------------------------
     def _load(self) -> list[tuple[Any, Job]]:
@@ -214,11 +258,16 @@ class Service:
         self.events.committed([event])
 
     # ---- what the API calls ----------------------------------------------------------------
-    def submit(self, text: str, name: str, base_dir: str | None, cwd: str | None, request_id: str) -> Submitted:
+    def submit(self, text: str, name: str, base_dir: str | None, cwd: str | None, request_id: str,
+               who: Principal = OPERATOR) -> Submitted:
+        """Check and store a job file's jobs, then hand them to the engine. A user's jobs are their team's
+        (the file's ``entity`` is replaced); an admin's keep the team the file names."""
         if self.state == "failed" or self.source.stopping:
             raise Unavailable(f"the scheduler is not running ({self.error or 'stopping'})")
         new = parse_submission(text, name, self.clock.now(), base_dir, cwd, self._check_fits)
-        sub = self.store.submit(new, request_id, conflict=_name_conflict)
+        if who.team or not who.admin:
+            new = [dataclasses.replace(n, spec={**n.spec, "entity": who.team}) for n in new]
+        sub = self.store.submit(new, request_id, conflict=_name_conflict, owner=(who.user, who.team))
         if not sub.duplicate:
             self.source.add([job_from_spec(jid, n.spec) for jid, n in zip(sub.ids, new, strict=False)])
         return sub
@@ -231,13 +280,25 @@ class Service:
         for job in jobs:
             validate_job(job, whole, table, spans_types=self.run_policy.policy.traits.spans_types)
 
-    def cancel(self, job_id: int) -> str:
+    def check_access(self, job_id: int, who: Principal) -> None:
+        """``Forbidden`` unless ``who`` may see and cancel job ``job_id`` (an admin, or its team's user)."""
+        if who.admin:
+            return
+        owner = self.store.owner(job_id)
+        if owner is None or not who.may_see(owner[1]):
+            raise Forbidden(f"job {job_id} is not a job of team {who.team!r}")
+
+    def cancel(self, job_id: int, who: Principal = OPERATOR) -> str:
         """``cancelled`` (it had not started), ``cancelling`` (ends at the next round boundary)."""
+        if self.store.job(job_id) is None:
+            raise KeyError(job_id)
+        self.check_access(job_id, who)
         status = self.store.request_cancel(job_id)
         if status is None:
             raise KeyError(job_id)
         if status in ENDED:
             raise Conflict(f"job {job_id} already ended ({status})")
+        self.store.audit("cancel", who.user, {"job": job_id})
         if self.source.cancel(job_id):
             self._mark(job_id, "cancelled", self.clock.now(), "")
             return "cancelled"

@@ -96,6 +96,10 @@ def serve(args: argparse.Namespace) -> int:
     efficiency = load_fork_efficiency(args)  # a bad file: one line, exit 2, before Ray starts
     cluster = _cluster(args)
     policy_for_run(args.policy, seed=args.seed, profiles=profiles)  # an unknown policy fails here, not later
+    if args.tenants is not None:  # a bad tenants file: one line, exit 2, nothing made
+        from hadar.service.tenants import load_tenants
+
+        load_tenants(args.tenants, None if cluster is None else set(cluster.listed_types))
     state_dir = prepare_state_dir(args.state)
     lock = lock_state_dir(state_dir)
     try:
@@ -103,7 +107,9 @@ def serve(args: argparse.Namespace) -> int:
         store = Store(state_dir)
         opts = ServeOptions(state_dir=state_dir.resolve(), cluster=cluster, address=args.address, policy=args.policy,
                             profiles=profiles, round_s=args.round_s, seed=args.seed, dilation=args.dilation,
-                            fork_efficiency=efficiency or IDEAL)
+                            fork_efficiency=efficiency or IDEAL,
+                            tenants_path=None if args.tenants is None else args.tenants.resolve(),
+                            min_run_s=args.min_run_s)
         service = Service(opts, store)
         sock = bind(args.host, args.port)
         server = http_server(service, token)
@@ -112,6 +118,8 @@ def serve(args: argparse.Namespace) -> int:
         write_server_file(state_dir, url, os.getpid())
         print(f"hadar serve: {url}/ (state {state_dir}; token in {Path(state_dir) / 'token'})", file=sys.stderr,
               flush=True)
+        if args.tenants is not None:
+            on_sighup(service)
         run_http(server, sock, service.ray_started)
         service.stop()
         store.close()
@@ -120,6 +128,20 @@ def serve(args: argparse.Namespace) -> int:
     if service.state == "failed":
         raise ServiceFailure(f"the scheduler stopped: {service.error}")
     return 0
+
+
+def on_sighup(service: Any) -> None:
+    """SIGHUP reloads the tenants file: in force from the next round if it passes every check, else the
+    old one stays (the log says why, on one line)."""
+
+    def reload(sig: int, frame: FrameType | None) -> None:
+        try:
+            new = service.reload_tenants("SIGHUP")
+            log.warning("tenants file reloaded: %d teams, %d users", len(new.teams), len(new.users))
+        except HadarError as e:
+            log.error("tenants file not reloaded, the old one stays: %s", e)
+
+    signal.signal(signal.SIGHUP, reload)
 
 
 def run_http(server: Any, sock: socket.socket, ray_started: threading.Event) -> None:

@@ -2,9 +2,13 @@
 
 What it holds: every submitted job (its spec, status, progress, checkpoint,
 the GPUs it holds), the submissions (so a retried request is not stored
-twice), the measured throughputs, the scheduler's rounds and events, and
-``meta`` (schema version, the run id that checkpoints carry, the service
-clock). A restarted service rebuilds its ledger from it.
+twice), the measured throughputs, the scheduler's rounds (and the wall-clock
+time each was committed, ``at``) and events, and ``meta`` (schema version, the
+run id that checkpoints carry, the service clock). With teams: who submitted
+each job and for which team (``owners``), the users' API tokens (``tokens``:
+SHA-256 digests, never the token), and the audit log (``audit``: admin
+actions, submissions, cancellations, token changes). A restarted service
+rebuilds its ledger from it.
 
 Writes: one connection, one lock, ``synchronous=FULL``: a submission, a
 cancellation or a round's progress is on disk when the call returns, so
@@ -77,6 +81,15 @@ CREATE TABLE IF NOT EXISTS events (
     t REAL NOT NULL, kind TEXT NOT NULL, job_id INTEGER, data TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_job ON events (job_id);
+CREATE TABLE IF NOT EXISTS owners (job_id INTEGER PRIMARY KEY, user TEXT NOT NULL, team TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL, revoked_at REAL
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, user TEXT NOT NULL, action TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
 """
 
 #: Columns of ``jobs`` a round updates (the ledger's view of each job).
@@ -171,6 +184,8 @@ class Store:
             elif int(row["value"]) != SCHEMA_VERSION:
                 raise StoreError(f"{self.path}: schema version {row['value']}, this hadar reads version "
                                  f"{SCHEMA_VERSION}; use another --state directory or the matching hadar version")
+            if "at" not in {r["name"] for r in con.execute("PRAGMA table_info(rounds)")}:
+                con.execute("ALTER TABLE rounds ADD COLUMN at REAL")  # a store made before rounds kept it
 
     def close(self) -> None:
         self._writer.close()
@@ -196,11 +211,14 @@ class Store:
         return max(float(self.meta("clock_s") or 0.0), float(row["a"] or 0.0))
 
     # ---- submissions and cancellations ---------------------------------------------------
-    def submit(self, jobs: Sequence[NewJob], request_id: str, conflict: Conflict | None = None) -> Submitted:
+    def submit(self, jobs: Sequence[NewJob], request_id: str, conflict: Conflict | None = None,
+               owner: tuple[str, str] | None = None) -> Submitted:
         """Store every job of one submission, or none; a request id seen before returns its ids again.
 
         ``conflict(new, stored_id, stored_spec)``: a message if ``new`` may not share its job type (its name,
-        the throughput key) with the first stored job of that type; ``InputError`` then, nothing stored."""
+        the throughput key) with the first stored job of that type; ``InputError`` then, nothing stored.
+        ``owner``: (user, team) the jobs belong to ("" team: each job's ``entity``), recorded with them and
+        in the audit log."""
         now = time.time()
         with self.transaction() as con:
             seen = con.execute("SELECT job_ids FROM submissions WHERE request_id = ?", (request_id,)).fetchone()
@@ -218,6 +236,11 @@ class Store:
                 ids.append(int(cur.lastrowid or 0))
             con.execute("INSERT INTO submissions (request_id, job_ids, at) VALUES (?, ?, ?)",
                         (request_id, json.dumps(ids), now))
+            if owner is not None:  # each job's team: the owner's, else the one the job names (an admin's)
+                teams = [owner[1] or str(job.spec.get("entity") or "") for job in jobs]
+                con.executemany("INSERT INTO owners (job_id, user, team) VALUES (?, ?, ?)",
+                                [(i, owner[0], t) for i, t in zip(ids, teams, strict=True)])
+                self.add_audit(con, owner[0], "submit", {"jobs": ids, "teams": sorted(set(teams))})
         return Submitted(tuple(ids), duplicate=False)
 
     def request_cancel(self, job_id: int) -> str | None:
@@ -238,8 +261,8 @@ class Store:
 
     def add_round(self, con: sqlite3.Connection, start_s: float, end_s: float, leases: list[list[Any]],
                   busy: int, up: int) -> None:
-        con.execute("INSERT INTO rounds (start_s, end_s, leases, busy_gpus, up_gpus) VALUES (?, ?, ?, ?, ?)",
-                    (start_s, end_s, json.dumps(leases), busy, up))
+        con.execute("INSERT INTO rounds (start_s, end_s, leases, busy_gpus, up_gpus, at) VALUES (?, ?, ?, ?, ?, ?)",
+                    (start_s, end_s, json.dumps(leases), busy, up, time.time()))
 
     def add_events(self, con: sqlite3.Connection, events: Iterable[dict[str, Any]]) -> None:
         con.executemany("INSERT INTO events (t, kind, job_id, data) VALUES (?, ?, ?, ?)",
@@ -285,6 +308,54 @@ class Store:
             rows = self._reader().execute("SELECT * FROM events WHERE job_id = ? ORDER BY seq DESC LIMIT ?",
                                           (job_id, limit)).fetchall()
         return rows[::-1]
+
+    # ---- teams: owners, tokens, audit -------------------------------------------------------
+    def owners(self) -> dict[int, tuple[str, str]]:
+        """Job id -> (user, team) of every job submitted with an owner."""
+        rows = self._reader().execute("SELECT job_id, user, team FROM owners").fetchall()
+        return {int(r["job_id"]): (str(r["user"]), str(r["team"])) for r in rows}
+
+    def owner(self, job_id: int) -> tuple[str, str] | None:
+        row = self._reader().execute("SELECT user, team FROM owners WHERE job_id = ?", (job_id,)).fetchone()
+        return None if row is None else (str(row["user"]), str(row["team"]))
+
+    def add_token(self, user: str, digest: str, by: str) -> None:
+        with self.transaction() as con:
+            con.execute("INSERT INTO tokens (user, hash, created_at) VALUES (?, ?, ?)", (user, digest, time.time()))
+            self.add_audit(con, by, "token create", {"user": user})
+
+    def revoke_tokens(self, user: str, by: str) -> int:
+        """Revoke every live token of ``user``; how many there were."""
+        with self.transaction() as con:
+            cur = con.execute("UPDATE tokens SET revoked_at = ? WHERE user = ? AND revoked_at IS NULL",
+                              (time.time(), user))
+            self.add_audit(con, by, "token revoke", {"user": user, "revoked": cur.rowcount})
+            return int(cur.rowcount)
+
+    def token_user(self, digest: str) -> str | None:
+        """The user whose live token has this digest (None: unknown or revoked)."""
+        row = self._reader().execute("SELECT user FROM tokens WHERE hash = ? AND revoked_at IS NULL",
+                                     (digest,)).fetchone()
+        return None if row is None else str(row["user"])
+
+    def add_audit(self, con: sqlite3.Connection, user: str, action: str, detail: dict[str, Any]) -> None:
+        con.execute("INSERT INTO audit (at, user, action, detail) VALUES (?, ?, ?, ?)",
+                    (time.time(), user, action, json.dumps(detail, default=str)))
+
+    def audit(self, action: str, user: str, detail: dict[str, Any]) -> None:
+        """One audit entry in its own transaction."""
+        with self.transaction() as con:
+            self.add_audit(con, user, action, detail)
+
+    def audit_log(self, limit: int = 1000) -> list[sqlite3.Row]:
+        rows = self._reader().execute("SELECT * FROM audit ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
+        return rows[::-1]
+
+    def all_rounds(self, since_at: float | None = None) -> list[sqlite3.Row]:
+        """Every round (committed at or after ``since_at``, wall clock), oldest first."""
+        if since_at is None:
+            return self._reader().execute("SELECT * FROM rounds ORDER BY id").fetchall()
+        return self._reader().execute("SELECT * FROM rounds WHERE at >= ? ORDER BY id", (since_at,)).fetchall()
 
     def counts(self) -> dict[str, int]:
         """Rows per table (tests compare these before and after a rejected request)."""

@@ -13,7 +13,8 @@ from hadar.service import joblog
 from hadar.service.scheduler import Service
 
 
-def job_view(row: sqlite3.Row, service: Service, now_s: float) -> dict[str, Any]:
+def job_view(row: sqlite3.Row, service: Service, now_s: float,
+             owner: tuple[str, str] | None = None) -> dict[str, Any]:
     total = float(row["total_steps"])
     done = float(row["done_steps"])
     end = row["finished_s"]
@@ -33,13 +34,18 @@ def job_view(row: sqlite3.Row, service: Service, now_s: float) -> dict[str, Any]
         "steps_by_type": json.loads(row["steps_by_type"]),
         "throughput": {t: {"measured": m, "estimated": e, "kind": kind} for t, (m, e, kind) in rates.items()},
         "failure": row["failure"], "cancel_requested": bool(row["cancel_requested"]),
+        "user": owner[0] if owner else "", "team": owner[1] if owner else "",
     }
 
 
-def jobs_view(service: Service, status: str | None = None) -> dict[str, Any]:
+def jobs_view(service: Service, status: str | None = None, team: str | None = None) -> dict[str, Any]:
+    """Every job (of ``status``; of ``team`` only, where given)."""
     now = service.clock.now()
     rows = service.store.jobs(status=(status,) if status else None)
-    return {"now_s": now, "jobs": [job_view(r, service, now) for r in rows]}
+    owners = service.store.owners()
+    if team is not None:
+        rows = [r for r in rows if team and owners.get(int(r["id"]), ("", ""))[1] == team]
+    return {"now_s": now, "jobs": [job_view(r, service, now, owners.get(int(r["id"]))) for r in rows]}
 
 
 class JobsCache:

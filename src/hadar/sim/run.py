@@ -9,11 +9,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hadar.build import policy_for_run, wire
+from hadar.build import policy_for_run, team_params, wire
 from hadar.clock import VirtualClock
 from hadar.engine import Hooks, RunStats
 from hadar.errors import InputError
 from hadar.mechanism.admission import validate_jobs
+from hadar.mechanism.tenants import Tenants
 from hadar.metrics.bound import bound_summary
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
@@ -48,7 +49,8 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
              limit: int | None = None, record_events: bool = False, progress: Any = None,
              policy_kwargs: dict[str, Any] | None = None, world: World | None = None,
              profiles: Mapping[str, PolicySpec] | None = None, restart_s: float | None = None,
-             fork_estimate: ForkEfficiency | None = None) -> SimResult:
+             fork_estimate: ForkEfficiency | None = None, tenants: Tenants | None = None,
+             min_run_s: float = 0.0) -> SimResult:
     """Run ``policy`` (a registered name, a profile name from ``profiles``, or an instance) on the
     workload; returns the summary and per-job rows of measured jobs.
 
@@ -60,7 +62,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     of spec/hadar.md section 5 (metrics/bound.py); for a forking policy (HadarE) TTD is taken against
     the forking limit, and ``world``, the world it ran in. ``policy_kwargs`` set parameters of a policy
     given by name (as a profile would). ``restart_s``: the restart cost of jobs that give none
-    (``--restart-s``; None = 0).
+    (``--restart-s``; None = 0). ``tenants``: teams (``Job.entity``) held to quotas (``mechanism/quotas.py``).
     """
     if not (round_s > 0 and math.isfinite(round_s)):
         raise InputError(f"round length must be positive and finite (seconds), got {round_s}")
@@ -68,6 +70,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
         check_restart_s(restart_s, "--restart-s")
         source = [with_restart_s(j, restart_s) for j in source] if isinstance(source, list) else (
             with_restart_s(j, restart_s) for j in source)
+    policy_kwargs = {**team_params(policy, profiles, tenants), **(policy_kwargs or {})}
     run = policy_for_run(policy, seed=seed, gavel_compat=gavel_compat, profiles=profiles, params=policy_kwargs)
     pol, traits = run.policy, run.policy.traits
     validate_jobs(source if isinstance(source, list) else [], cluster, table, spans_types=traits.spans_types)
@@ -81,7 +84,7 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=round_s, seed=seed,
                           gavel_compat=gavel_compat, track_copies=record_events,
                           hooks=Hooks(on_event=events.append if record_events else None, on_progress=progress),
-                          fork_efficiency=fork_estimate or IDEAL)
+                          fork_efficiency=fork_estimate or IDEAL, tenants=tenants, min_run_s=min_run_s)
     stats = engine.run(workload)
     measured = {j.job_id for j in workload.jobs if workload.measured(j.job_id)}
     rows = job_rows(ledger, measured)

@@ -98,6 +98,7 @@ function drawJobs(jobs) {
     body.appendChild(el("tr", { "data-job-id": job.id, "data-status": job.status }, [
       el("td", { class: "num", text: String(job.id) }),
       el("td", { text: job.name }),
+      el("td", { class: "team", text: job.team ? `${job.team} (${job.user})` : "-" }),
       el("td", { text: job.job_type }),
       el("td", { class: "num", text: String(job.gpus) }),
       el("td", { class: `status ${job.status}`, text: statusText }),
@@ -105,6 +106,29 @@ function drawJobs(jobs) {
       rateCell(job),
       el("td", { class: "num", text: fmtTime(job.jct_s) }),
       cancel,
+    ]));
+  }
+}
+
+function perType(counts) {
+  if (counts === null || counts === undefined) return "not limited";
+  const parts = Object.entries(counts).map(([t, k]) => `${t} ${k}`);
+  return parts.length ? parts.join(", ") : "-";
+}
+
+function drawTeams(teams) {
+  $("teams-section").hidden = teams.length === 0;
+  const body = $("teams").querySelector("tbody");
+  body.replaceChildren();
+  for (const t of teams) {
+    body.appendChild(el("tr", { "data-team": t.team }, [
+      el("td", { text: t.team }),
+      el("td", { class: "num", text: String(t.weight) }),
+      el("td", { class: "quota", text: perType(t.quota) + (t.borrow ? " (borrows)" : "") }),
+      el("td", { class: "in-use", text: perType(t.in_use) }),
+      el("td", { class: "borrowed", text: perType(t.borrowed) }),
+      el("td", { class: "running num", text: String(t.running) }),
+      el("td", { class: "waiting num", text: String(t.waiting) }),
     ]));
   }
 }
@@ -172,18 +196,21 @@ function drawTimeline(rounds, gpuCount) {
 
 async function refresh() {
   try {
-    const [health, jobs, cluster, timeline] = await Promise.all([
+    const [health, jobs, cluster, timeline, teams, me] = await Promise.all([
       api("/api/health"), api("/api/jobs"), api("/api/cluster"), api(`/api/timeline?since=${state.lastRound}`),
+      api("/api/teams"), api("/api/whoami"),
     ]);
     state.rounds = state.rounds.concat(timeline.rounds).slice(-300);
     if (state.rounds.length) state.lastRound = state.rounds[state.rounds.length - 1].id;
     const counts = {};
     for (const j of jobs.jobs) counts[j.status] = (counts[j.status] || 0) + 1;
     const summary = Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(", ") || "no jobs yet";
-    $("status-line").textContent = `${health.state}${health.error ? `: ${health.error}` : ""} | policy ` +
+    const who = me.tenants ? `${me.user}${me.team ? ` (${me.team})` : ""}${me.admin ? ", admin" : ""} | ` : "";
+    $("status-line").textContent = `${who}${health.state}${health.error ? `: ${health.error}` : ""} | policy ` +
       `${health.policy} | ${cluster.gpus_up}/${cluster.gpus} GPUs up | ${summary} | t = ${fmtTime(health.now_s)}`;
     drawCluster(cluster);
     drawJobs(jobs.jobs);
+    drawTeams(teams.teams);
     drawUtilization(state.rounds);
     drawTimeline(state.rounds, cluster.gpus);
   } catch (e) {
