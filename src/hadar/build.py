@@ -113,24 +113,37 @@ def make_cadence(gavel_compat: bool) -> Cadence:
     return GavelCadence(GAVEL_RESOLVE_GAP_S) if gavel_compat else OnChange()
 
 
-def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Executor, clock: Clock, *,
-         round_s: float, seed: int = 0, gavel_compat: bool = False, track_copies: bool = False,
-         hooks: Hooks = NO_HOOKS, fork_efficiency: ForkEfficiency = IDEAL, tenants: Tenants | None = None,
-         min_run_s: float = 0.0) -> tuple[Engine, JobLedger]:
-    """The engine and ledger of one run; ``track_copies`` keeps the per-copy log (always for forking);
-    ``hooks``: who listens (events, progress, a recorder such as the service's store);
-    ``fork_efficiency``: what the executor credits forked copies (the forking planner's gangs);
-    ``tenants``: teams whose quotas every plan is held to (``mechanism/quotas.QuotaPlanner`` in front of
-    the policy's planner; a borrowed GPU is reclaimed only from a job that ran ``min_run_s``) and whose
-    weights a policy that does not take them (``entity_weights``) sees in its jobs' priority weights
-    (``policies/teams.TeamWeighted``)."""
-    if tenants is not None and tenants.teams and not _takes_team_weights(policy):
-        policy = TeamWeighted(policy, tenants.weights)  # teams weigh through the jobs' priority weights
+@dataclass(frozen=True, slots=True)
+class WireOptions:
+    """How ``wire`` builds a run: its round length, seed and cadence (``gavel_compat``), whether the
+    ledger keeps the per-copy log (``track_copies``; always for forking), who listens (``hooks``: events,
+    progress, a recorder such as the service's store), the forking planner's own estimate of a copy's
+    worth (``fork_efficiency``), and the teams (``tenants``) whose quotas every plan is held to
+    (``mechanism/quotas.QuotaPlanner`` in front of the policy's planner; a borrowed GPU is reclaimed only
+    from a job that ran ``min_run_s``) and whose weights a policy that does not take them
+    (``entity_weights``) sees in its jobs' priority weights (``policies/teams.TeamWeighted``)."""
+
+    round_s: float
+    seed: int = 0
+    gavel_compat: bool = False
+    track_copies: bool = False
+    hooks: Hooks = NO_HOOKS
+    fork_efficiency: ForkEfficiency = IDEAL
+    tenants: Tenants | None = None
+    min_run_s: float = 0.0
+
+
+def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Executor, clock: Clock,
+         **options: Any) -> tuple[Engine, JobLedger]:
+    """The engine and ledger of one run (``options``: the fields of ``WireOptions``)."""
+    o = WireOptions(**options)
+    if o.tenants is not None and o.tenants.teams and not _takes_team_weights(policy):
+        policy = TeamWeighted(policy, o.tenants.weights)  # teams weigh through the jobs' priority weights
     traits = policy.traits
-    ledger = JobLedger(run_cluster(cluster, table, gavel_compat), table, round_s,
-                       track_copies=track_copies or traits.forks)
-    planner = make_planner(traits, seed, gavel_compat=gavel_compat, fork_efficiency=fork_efficiency)
-    if tenants is not None:
-        planner = QuotaPlanner(planner, tenants, min_run_s)
-    engine = Engine(policy, planner, executor, clock, ledger, cadence=make_cadence(gavel_compat), hooks=hooks)
+    ledger = JobLedger(run_cluster(cluster, table, o.gavel_compat), table, o.round_s,
+                       track_copies=o.track_copies or traits.forks)
+    planner = make_planner(traits, o.seed, gavel_compat=o.gavel_compat, fork_efficiency=o.fork_efficiency)
+    if o.tenants is not None:
+        planner = QuotaPlanner(planner, o.tenants, o.min_run_s)
+    engine = Engine(policy, planner, executor, clock, ledger, cadence=make_cadence(o.gavel_compat), hooks=o.hooks)
     return engine, ledger

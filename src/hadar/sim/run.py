@@ -44,13 +44,28 @@ class SimResult:
     extra: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
-def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: ThroughputTable, policy: str | Policy, *,
-             round_s: float = 360.0, seed: int = 0, gavel_compat: bool = False, window: tuple[int, int] | None = None,
-             limit: int | None = None, record_events: bool = False, progress: Any = None,
-             policy_kwargs: dict[str, Any] | None = None, world: World | None = None,
-             profiles: Mapping[str, PolicySpec] | None = None, restart_s: float | None = None,
-             fork_estimate: ForkEfficiency | None = None, tenants: Tenants | None = None,
-             min_run_s: float = 0.0) -> SimResult:
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """A simulation's settings besides its workload, cluster, table and policy (``simulate``)."""
+
+    round_s: float = 360.0
+    seed: int = 0
+    gavel_compat: bool = False
+    window: tuple[int, int] | None = None
+    limit: int | None = None
+    record_events: bool = False
+    progress: Any = None
+    policy_kwargs: dict[str, Any] | None = None
+    world: World | None = None
+    profiles: Mapping[str, PolicySpec] | None = None
+    restart_s: float | None = None
+    fork_estimate: ForkEfficiency | None = None
+    tenants: Tenants | None = None
+    min_run_s: float = 0.0
+
+
+def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: ThroughputTable, policy: str | Policy,
+             **options: Any) -> SimResult:
     """Run ``policy`` (a registered name, a profile name from ``profiles``, or an instance) on the
     workload; returns the summary and per-job rows of measured jobs.
 
@@ -63,28 +78,30 @@ def simulate(source: list[Job] | Iterator[Job], cluster: Cluster, table: Through
     the forking limit, and ``world``, the world it ran in. ``policy_kwargs`` set parameters of a policy
     given by name (as a profile would). ``restart_s``: the restart cost of jobs that give none
     (``--restart-s``; None = 0). ``tenants``: teams (``Job.entity``) held to quotas (``mechanism/quotas.py``).
+    ``options``: the fields of ``SimOptions``.
     """
-    if not (round_s > 0 and math.isfinite(round_s)):
-        raise InputError(f"round length must be positive and finite (seconds), got {round_s}")
-    if restart_s is not None:
-        check_restart_s(restart_s, "--restart-s")
-        source = [with_restart_s(j, restart_s) for j in source] if isinstance(source, list) else (
-            with_restart_s(j, restart_s) for j in source)
-    policy_kwargs = {**team_params(policy, profiles, tenants), **(policy_kwargs or {})}
-    run = policy_for_run(policy, seed=seed, gavel_compat=gavel_compat, profiles=profiles, params=policy_kwargs)
+    o = SimOptions(**options)
+    if not (o.round_s > 0 and math.isfinite(o.round_s)):
+        raise InputError(f"round length must be positive and finite (seconds), got {o.round_s}")
+    if o.restart_s is not None:
+        check_restart_s(o.restart_s, "--restart-s")
+        source = [with_restart_s(j, o.restart_s) for j in source] if isinstance(source, list) else (
+            with_restart_s(j, o.restart_s) for j in source)
+    params = {**team_params(policy, o.profiles, o.tenants), **(o.policy_kwargs or {})}
+    run = policy_for_run(policy, seed=o.seed, gavel_compat=o.gavel_compat, profiles=o.profiles, params=params)
     pol, traits = run.policy, run.policy.traits
     validate_jobs(source if isinstance(source, list) else [], cluster, table, spans_types=traits.spans_types)
-    workload = Workload(source, window=window, limit=limit)
-    if max(workload.limit or 0, window[1] if window else 0) >= LONG_RUN_JOBS:
+    workload = Workload(source, window=o.window, limit=o.limit)
+    if max(workload.limit or 0, o.window[1] if o.window else 0) >= LONG_RUN_JOBS:
         center.expect_many(pol)
     events: list[dict[str, Any]] = []
-    world = replace(world or World(), charge_restarts=not gavel_compat)
+    world = replace(o.world or World(), charge_restarts=not o.gavel_compat)
     eff = world.fork_efficiency
     executor = SimulatedExecutor(cluster, table, world)
-    engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=round_s, seed=seed,
-                          gavel_compat=gavel_compat, track_copies=record_events,
-                          hooks=Hooks(on_event=events.append if record_events else None, on_progress=progress),
-                          fork_efficiency=fork_estimate or IDEAL, tenants=tenants, min_run_s=min_run_s)
+    engine, ledger = wire(pol, cluster, table, executor, VirtualClock(), round_s=o.round_s, seed=o.seed,
+                          gavel_compat=o.gavel_compat, track_copies=o.record_events,
+                          hooks=Hooks(on_event=events.append if o.record_events else None, on_progress=o.progress),
+                          fork_efficiency=o.fork_estimate or IDEAL, tenants=o.tenants, min_run_s=o.min_run_s)
     stats = engine.run(workload)
     measured = {j.job_id for j in workload.jobs if workload.measured(j.job_id)}
     rows = job_rows(ledger, measured)
