@@ -94,9 +94,10 @@ def test_hadar_run_json_and_out(ray_session, test_policy, tmp_path, capsys, monk
 
 @pytest.mark.runtime
 def test_hadar_starts_an_arriving_job_mid_round_on_idle_gpus(ray_session, tmp_path, capsys):
-    # job 0 keeps one GPU busy through a 10 s round; job 1 arrives at 2 s while three GPUs idle:
-    # Hadar's round ends at the arrival (cut_rounds) and job 1 starts then
-    jobs = _write(tmp_path, "jobs.yaml", "jobs:\n  - {job_type: recoder, total_steps: 6000}\n"
+    # job 0 keeps one GPU busy well past the arrival (2,000 steps, it ran 42 s in all at load 11);
+    # job 1 arrives at 2 s while three GPUs idle: Hadar's 10 s round ends at the arrival (cut_rounds)
+    # and job 1 starts then
+    jobs = _write(tmp_path, "jobs.yaml", "jobs:\n  - {job_type: recoder, total_steps: 2000}\n"
                   "  - {job_type: resnet, total_steps: 100, arrival_s: 2}\n")
     cluster = _write(tmp_path, "cluster.yaml", CLUSTER_YAML)
     rc = main(["run", "--cluster", cluster, "--jobs", jobs, "--policy", "hadar", "--round-s", "10", "--json",

@@ -79,7 +79,10 @@ def test_emulated_speed_stretches_every_step(tmp_path, monkeypatch):
     monkeypatch.setattr(context, "_sleep", sleep)
     fast = run_lease(_spec(tmp_path, max_iterations=30))
     assert fast.ok and not slept  # full speed: no waiting
-    slow = run_lease(_spec(tmp_path, max_iterations=30, speed=0.25))
+    # steps of 10 ms (the job's step_s): the work the speed stretches, not the loop's bookkeeping between steps,
+    # is what the lease's time is made of, also when a busy machine holds the process back between them
+    heavier = json.dumps({"marker": str(tmp_path / "marker"), "step_s": 0.01})
+    slow = run_lease(_spec(tmp_path, max_iterations=30, speed=0.25, args_json=heavier))
     work = slow.train_s - sum(slept)
     assert slow.ok and len(slept) >= 25 and slow.train_s >= 0.8 * work / 0.25
 

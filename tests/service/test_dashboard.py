@@ -14,7 +14,7 @@ from playwright.sync_api import Page, sync_playwright
 CHROMIUM = os.environ.get("HADAR_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-JOBS = "jobs:\n  - {job_type: lstm, total_steps: 1500}\n  - {job_type: recoder, total_steps: 3000}\n"
+JOBS = "jobs:\n  - {job_type: lstm, total_steps: 750}\n  - {job_type: recoder, total_steps: 1500}\n"
 
 
 def _progress(page: Page) -> dict[int, tuple[str, float]]:
@@ -37,7 +37,7 @@ def _until(cond, timeout_s: float, what: str) -> None:  # type: ignore[no-untype
 
 @pytest.mark.runtime
 def test_dashboard_shows_submitted_jobs_running_and_progressing(server_factory, tmp_path: Path):
-    assert Path(CHROMIUM).exists(), f"{CHROMIUM} missing: apt-get install -y chromium (.ci/run does)"
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} missing: apt-get install -y chromium (make test does)"
     server = server_factory("--round-s", "3").start()
     url, token = server.client().url, server.client().token
     outside: list[str] = []

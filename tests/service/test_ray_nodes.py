@@ -173,7 +173,7 @@ def test_serve_survives_a_dead_node_and_uses_a_joined_one(cluster, tmp_path):
     try:
         server.start()
         assert _gpus_of(server, "node-a") == [0, 1] and _gpus_of(server, "node-b") == [2]  # ids follow names
-        jobs = "jobs:\n" + "  - {job_type: lstm, total_steps: 2500}\n" * 3
+        jobs = "jobs:\n" + "  - {job_type: lstm, total_steps: 1200}\n" * 3
         ids = server.client().submit_file(write(tmp_path / "jobs.yaml", jobs))["ids"]
 
         def on_b() -> int | None:

@@ -13,10 +13,10 @@ from tests.service.conftest import events, write
 
 JOBS = """jobs:
   - {job_type: lstm, total_steps: 150}
-  - {job_type: lstm, total_steps: 1500}
-  - {job_type: recoder, total_steps: 3000}
-  - {job_type: transformer, total_steps: 900}
-  - {job_type: resnet, total_steps: 700, arrival_s: 1}
+  - {job_type: lstm, total_steps: 750}
+  - {job_type: recoder, total_steps: 1500}
+  - {job_type: transformer, total_steps: 450}
+  - {job_type: resnet, total_steps: 350, arrival_s: 1}
 """
 
 
