@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from hadar.config import parse_cluster
 from hadar.model.throughput import ThroughputTable
+
+# Worker actors on a loaded machine (CI beside other work) may take minutes to start; the tests test
+# the mechanism, not the machine's speed (src/hadar/runtime/pool.py, HADAR_WORKER_START_S).
+os.environ.setdefault("HADAR_WORKER_START_S", "600")
 
 
 @pytest.fixture(scope="session")

@@ -17,10 +17,12 @@ takes no Ray resources: slot 0 holds the GPU for both.
 from __future__ import annotations
 
 import logging
+import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
-from hadar.errors import HadarError
+from hadar.errors import HadarError, InputError
 from hadar.model.cluster import Cluster
 from hadar.runtime.emulation import NODE_RESOURCE
 
@@ -40,14 +42,31 @@ class NodePin:
     num_gpus: float = 0.0
 
 
+#: How long worker actors may take to start (s) unless the pool is told otherwise: the environment's
+#: ``HADAR_WORKER_START_S`` (a loaded machine or a slow cluster may need more), else 120.
+WORKER_START_ENV = "HADAR_WORKER_START_S"
+
+
+def worker_start_s() -> float:
+    """The start limit ``WORKER_START_ENV`` sets (a positive number of seconds), else 120."""
+    raw = os.environ.get(WORKER_START_ENV, "")
+    try:
+        value = float(raw) if raw else 120.0
+    except ValueError:
+        raise InputError(f"{WORKER_START_ENV} must be a number of seconds, got {raw!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"{WORKER_START_ENV} must be a positive number of seconds, got {raw!r}")
+    return value
+
+
 class WorkerPool:
     """Creates and tracks the actor of every GPU id of ``cluster``."""
 
     def __init__(self, cluster: Cluster, pins: dict[str, NodePin] | None = None, *,
-                 ready_timeout_s: float = 120.0) -> None:
+                 ready_timeout_s: float | None = None) -> None:
         self.cluster = cluster
         self.pins = pins or {n.name: NodePin(resource=NODE_RESOURCE + n.name) for n in cluster.nodes}
-        self.ready_timeout_s = ready_timeout_s
+        self.ready_timeout_s = ready_timeout_s if ready_timeout_s is not None else worker_start_s()
         self.actors: list[Any] = [None] * cluster.num_gpus
         self.generation = [0] * cluster.num_gpus  # bumps on every replacement
         self.replaced = 0
