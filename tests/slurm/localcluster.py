@@ -36,10 +36,11 @@ class NodeSpec:
 
 
 #: The test session's cluster (``tests/conftest.py``'s ``slurm_cluster``): four nodes of three GPU types; partition
-#: ``gpu`` holds every node (the default), ``contract`` the first two (the executor contract's 2 V100 + 2 K80).
+#: ``gpu`` holds every node (the default), ``contract`` the first two (the executor contract's 2 V100 + 2 K80),
+#: ``e2e`` the other two (2 P100 + 1 K80: the end-to-end runs).
 LAYOUT = (NodeSpec("a-v100", "v100", 2), NodeSpec("b-k80", "k80", 2), NodeSpec("c-p100", "p100", 2),
           NodeSpec("d-k80", "k80", 1))
-PARTITIONS = {"contract": ("a-v100", "b-k80")}
+PARTITIONS = {"contract": ("a-v100", "b-k80"), "e2e": ("c-p100", "d-k80")}
 
 
 def missing_commands() -> list[str]:

@@ -44,6 +44,7 @@ from hadar.slurm.commands import JobState, Slurm, SlurmError
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1  # how often squeue is asked while a round's leases run
+STARTUP_ALPHA = 0.5  # weight of the newest lease in the moving average of a job type's startup
 STOP_AFTER_S = 5.0  # a lease still running this long after its deadline is told to stop (SIGUSR1)
 TAG = "hadar"  # job names: hadar-<run>-j<job>-c<copy>-r<round>; comment: hadar:<run>:<job>:<copy>:<round>
 
@@ -54,6 +55,7 @@ class Submitted:
 
     job_id: int
     folder: Path
+    submitted: float = 0.0  # wall-clock time of the submission
     released: bool = False
     signalled: bool = False
     cancelled: bool = False
@@ -92,6 +94,7 @@ class SlurmExecutor(RayExecutor):
             (work_dir / sub).mkdir(parents=True, exist_ok=True)
         self._jobs: dict[int, Submitted] = {}  # id(Pending) -> its Slurm job
         self.records: list[dict[str, Any]] = []  # one per lease: job, copy, round, Slurm id, node, GPU type, state
+        self.startup: dict[tuple[str, int], float] = {}  # (job type, GPUs) -> mean s from submission to first step
         self.path = (str(Path(hadar.__file__).resolve().parents[1]),)  # where the lease imports hadar from
 
     def read_cluster(self) -> Cluster:
@@ -176,7 +179,7 @@ class SlurmExecutor(RayExecutor):
             p.error = f"sbatch failed: {e}"
             return p
         p.refs = [job_id]
-        self._jobs[id(p)] = Submitted(job_id, folder)
+        self._jobs[id(p)] = Submitted(job_id, folder, deadline - budget)
         return p
 
     def _release(self, pending: list[Pending], round_no: int | None = None) -> None:
@@ -280,12 +283,29 @@ class SlurmExecutor(RayExecutor):
 
     def _record(self, p: Pending, sub: Submitted, res: tuple[LeaseOutcome, float, float] | None) -> None:
         node = self.cluster.nodes[self.cluster.node_of[p.lease.gpus[0]]]
+        if res is not None and res[0].startup_s is not None and p.mode == "train":
+            key = (p.lease.job_type, len(p.lease.gpus))
+            seen = max(0.0, res[1] - sub.submitted) + res[0].startup_s
+            old = self.startup.get(key)
+            self.startup[key] = seen if old is None else STARTUP_ALPHA * seen + (1 - STARTUP_ALPHA) * old
         self.records.append({"job": p.lease.job_id, "copy": p.lease.copy, "round": len(self.rounds) - 1,
                              "slurm_job": sub.job_id, "node": node.name, "gpu_type": node.gpu_type,
                              "gpus": len(p.lease.gpus), "state": sub.state.state if sub.state else "",
                              "iterations": res[0].iterations if res else 0,
                              "restored": bool(res and res[0].restored), "seconds": (res[2] - res[1]) if res else 0.0,
                              "mode": p.mode})
+
+    def estimate_rate(self, lease: Lease) -> float | None:
+        """Steps/s the lease makes over its whole time, its start included: every Slurm lease is a new process
+        that starts (Slurm's launch, Python, the job's imports and model) before its first step, so a lease of
+        ``max_steps`` at the measured rate ``r`` takes ``startup + max_steps / r``, startup as measured for the
+        job type and gang size (none yet: 0). The engine predicts the lease's end from this (its ``lost_s``,
+        the restore, comes on top: a Slurm run leaves it 0, the startup holds it)."""
+        rate = super().estimate_rate(lease)
+        if rate is None or not math.isfinite(lease.max_steps):
+            return rate
+        startup = self.startup.get((lease.job_type, len(lease.gpus)), 0.0)
+        return lease.max_steps / (startup + lease.max_steps / rate)
 
     def _recover(self, p: Pending, outcomes: list[LeaseOutcome | None]) -> None:
         """Nothing to replace: a lease's processes end with its Slurm job."""

@@ -25,7 +25,7 @@ from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.profiles import PolicySpec
 from hadar.runtime import emulation, outputs
-from hadar.runtime.run import RuntimeResult, check_writable, feed_measured, prepare_jobs
+from hadar.runtime.run import RESOLVE_ON_CHANGE, RuntimeResult, check_writable, prepare_jobs
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.slurm.commands import Slurm
 from hadar.slurm.executor import SlurmExecutor
@@ -79,7 +79,8 @@ def run_on_slurm(jobs: list[Job], policy: str, *, work_dir: Path, partition: str
     prior = executor.tracker.table()
     engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=round_s, seed=seed, on_event=emit,
                           fork_efficiency=IDEAL)
-    executor.on_table = lambda t: feed_measured(ledger, executor, t)
+    # the measured rates for the policy; no restart costs: the executor's estimates hold each lease's start
+    executor.on_table = lambda t: ledger.update_table(t, resolve_if_moved=RESOLVE_ON_CHANGE)
     stats = engine.run(Workload(jobs))
     rows = job_rows(ledger)
     summary = summarize(ledger, rows, policy=run_policy.label, wall_s=stats.wall_s)
