@@ -282,7 +282,9 @@ class SlurmExecutor(RayExecutor):
         return [None]
 
     def _record(self, p: Pending, sub: Submitted, res: tuple[LeaseOutcome, float, float] | None) -> None:
+        """The lease's record (``start_s``: from its submission to its first step) and its job type's startup."""
         node = self.cluster.nodes[self.cluster.node_of[p.lease.gpus[0]]]
+        seen = None
         if res is not None and res[0].startup_s is not None and p.mode == "train":
             key = (p.lease.job_type, len(p.lease.gpus))
             seen = max(0.0, res[1] - sub.submitted) + res[0].startup_s
@@ -293,7 +295,7 @@ class SlurmExecutor(RayExecutor):
                              "gpus": len(p.lease.gpus), "state": sub.state.state if sub.state else "",
                              "iterations": res[0].iterations if res else 0,
                              "restored": bool(res and res[0].restored), "seconds": (res[2] - res[1]) if res else 0.0,
-                             "mode": p.mode})
+                             "start_s": seen, "mode": p.mode})
 
     def estimate_rate(self, lease: Lease) -> float | None:
         """Steps/s the lease makes over its whole time, its start included: every Slurm lease is a new process
