@@ -120,3 +120,32 @@ def test_bad_input_gives_one_line_and_exit_2(slurm_cluster: LocalSlurm, tmp_path
     assert code == 2
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "w" / "leases").exists() or not any((tmp_path / "w" / "leases").iterdir())
+
+
+def test_a_slurmd_killed_mid_run_its_jobs_resume_elsewhere(slurm_idle: LocalSlurm, tmp_path):
+    from hadar.sim.trace import read_jobs
+    from hadar.slurm.run import run_on_slurm
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n" + _reg("reg-a", "ResNet-18 (batch size 64)", 160)
+                    + _reg("reg-b", "LM (batch size 20)", 120) + _reg("reg-a", "ResNet-18 (batch size 64)", 140))
+    killed: list[int] = []
+
+    def on_event(e: dict) -> None:
+        if e["event"] == "round" and not killed:  # after the first round: node d-k80 dies
+            slurm_idle.kill_node("d-k80")
+            killed.append(len(killed))
+
+    try:
+        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf", work_dir=tmp_path / "w", partition="e2e",
+                           round_s=14.0, grace_s=10.0, on_event=on_event)
+    finally:
+        slurm_idle.start_node("d-k80")
+        slurm_idle.wait_idle()
+    summary = res.result.summary
+    assert killed and summary["jobs_completed"] == 3 and summary["jobs_failed"] == 0
+    assert {j: m["seen"] for j, m in summary["job_metrics"].items()} == {"0": 160, "1": 120, "2": 140}
+    later = [r for r in res.leases if r["round"] >= 1 and r["node"] == "d-k80"]
+    assert all(r["state"] != "COMPLETED" for r in later), later  # a lease there failed (or none went there)
+    assert any(r["round"] >= 1 and r["node"] == "c-p100" and r["restored"] for r in res.leases)
+    assert not _lease_processes(tmp_path / "w")
