@@ -77,3 +77,17 @@ def test_the_slurm_executor_never_imports_ray() -> None:
     code = "import sys, hadar.slurm.executor, hadar.slurm.lease; print('ray' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--partition", "gpu", "--jobs", "x.yaml"], "--partition applies to --slurm runs only"),
+    (["--slurm", "--cluster", "v100=1", "--jobs", "x.yaml"], "--cluster does not apply to --slurm"),
+    (["--slurm", "--address", "h:1", "--jobs", "x.yaml"], "--address does not apply to --slurm"),
+    (["--slurm"], "--slurm needs --jobs FILE"),
+])
+def test_hadar_run_slurm_flags_checked_first(capsys, argv, message) -> None:
+    from hadar.cli import main
+
+    assert main(["run", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
