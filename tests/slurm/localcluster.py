@@ -104,6 +104,21 @@ class LocalSlurm:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
 
+    def restart_controller(self, down_s: float) -> None:
+        """Stop slurmctld (SIGTERM: it saves its state), leave it down ``down_s`` seconds, start it again."""
+        pidfile = self.folder / "run" / "slurmctld.pid"
+        pid = _read_pid(pidfile)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            _wait_gone(pid, 30.0)
+        self._reap("slurmctld")
+        pidfile.unlink(missing_ok=True)
+        time.sleep(down_s)
+        self.procs["slurmctld"] = _daemon(["slurmctld", "-D", "-i", "-f", str(self.conf)], self.env,
+                                          self.folder / "log" / "slurmctld.out")
+        _wait_pidfile(pidfile)
+
     def wait_idle(self, timeout_s: float = 60.0) -> None:
         """Until every node is up (IDLE or MIXED/ALLOCATED) in sinfo."""
         deadline = time.monotonic() + timeout_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -148,4 +149,37 @@ def test_a_slurmd_killed_mid_run_its_jobs_resume_elsewhere(slurm_idle: LocalSlur
     later = [r for r in res.leases if r["round"] >= 1 and r["node"] == "d-k80"]
     assert all(r["state"] != "COMPLETED" for r in later), later  # a lease there failed (or none went there)
     assert any(r["round"] >= 1 and r["node"] == "c-p100" and r["restored"] for r in res.leases)
+    assert not _lease_processes(tmp_path / "w")
+
+
+def test_a_controller_restarted_mid_run_is_waited_for(slurm_idle: LocalSlurm, tmp_path):
+    import threading
+
+    from hadar.sim.trace import read_jobs
+    from hadar.slurm.run import run_on_slurm
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n" + _reg("reg-a", "ResNet-18 (batch size 64)", 120)
+                    + _reg("reg-b", "LM (batch size 20)", 90))
+    threads: list[threading.Thread] = []
+
+    def restart() -> None:
+        time.sleep(2.0)  # into the second round: its leases are running, hadar is polling squeue
+        slurm_idle.restart_controller(down_s=5.0)
+
+    def on_event(e: dict) -> None:
+        if e["event"] == "round" and not threads:
+            threads.append(threading.Thread(target=restart))
+            threads[0].start()
+
+    try:
+        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf", work_dir=tmp_path / "w", partition="e2e",
+                           round_s=14.0, grace_s=10.0, on_event=on_event)
+    finally:
+        for t in threads:
+            t.join()
+        slurm_idle.wait_idle()
+    summary = res.result.summary
+    assert threads and summary["jobs_completed"] == 2 and summary["jobs_failed"] == 0
+    assert {j: m["seen"] for j, m in summary["job_metrics"].items()} == {"0": 120, "1": 90}
     assert not _lease_processes(tmp_path / "w")

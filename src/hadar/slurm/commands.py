@@ -3,15 +3,18 @@
 Slurm is found as its own tools find it: the commands on ``PATH`` and the configuration in
 ``SLURM_CONF`` (or the build's default), so ``Slurm(conf=...)`` only sets ``SLURM_CONF`` for the
 commands it runs. Every failure is a ``SlurmError`` (an ``InputError``: one line on stderr, exit 2)
-naming the command and what it said; the controller not answering is ``ControllerDown``.
+naming the command and what it said; the controller not answering is ``ControllerDown``, which a
+running executor waits out (``retry_s``: a restarting slurmctld) where a starting run fails at once.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import Any
 from hadar.errors import InputError
 
 COMMANDS = ("sbatch", "scontrol", "scancel", "squeue", "sinfo")
+log = logging.getLogger(__name__)
 TIMEOUT_S = 30.0
 #: Job states after which a job runs no more (squeue's ``job_state``).
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
@@ -34,6 +38,10 @@ class SlurmError(InputError):
 
 class ControllerDown(SlurmError):
     """slurmctld did not answer."""
+
+
+class _Unreachable(ControllerDown):
+    """slurmctld could not be contacted (nothing was carried out: the command may be repeated)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +79,25 @@ class Slurm:
         if self.conf is not None:
             self.env["SLURM_CONF"] = self.conf
         self.timeout_s = timeout_s
+        self.retry_s = 0.0  # how long a command waits for a controller that cannot be contacted
 
     def run(self, *cmd: str) -> str:
-        """``cmd``'s stdout; ``SlurmError`` (``ControllerDown`` when slurmctld does not answer) if it fails."""
+        """``cmd``'s stdout; ``SlurmError`` (``ControllerDown`` when slurmctld does not answer) if it fails.
+
+        While the controller cannot be contacted (it is restarting), the command is tried again every
+        second for up to ``retry_s`` seconds (0: never); a command that timed out is never repeated (it
+        may have been carried out)."""
+        deadline = time.monotonic() + self.retry_s
+        while True:
+            try:
+                return self._once(*cmd)
+            except _Unreachable as e:
+                if time.monotonic() >= deadline:
+                    raise ControllerDown(str(e)) from None
+                log.warning("%s; trying again", e)
+                time.sleep(1.0)
+
+    def _once(self, *cmd: str) -> str:
         try:
             out = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=self.timeout_s,
                                  check=False)
@@ -81,8 +105,9 @@ class Slurm:
             raise ControllerDown(f"{cmd[0]}: no answer within {self.timeout_s:.0f} s") from None
         if out.returncode != 0:
             said = " ".join((out.stderr or out.stdout).split()) or f"exit status {out.returncode}"
-            cls = ControllerDown if any(u in said.lower() for u in _UNREACHABLE) else SlurmError
-            raise cls(f"{cmd[0]}: {said}")
+            if any(u in said.lower() for u in _UNREACHABLE):
+                raise _Unreachable(f"{cmd[0]}: {said}")
+            raise SlurmError(f"{cmd[0]}: {said}")
         return out.stdout
 
     def json(self, *cmd: str) -> dict[str, Any]:

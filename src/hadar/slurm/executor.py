@@ -44,6 +44,7 @@ from hadar.slurm.commands import JobState, Slurm, SlurmError
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1  # how often squeue is asked while a round's leases run
+CONTROLLER_WAIT_S = 120.0  # how long a Slurm command waits for a controller that cannot be contacted
 STARTUP_ALPHA = 0.5  # weight of the newest lease in the moving average of a job type's startup
 STOP_AFTER_S = 5.0  # a lease still running this long after its deadline is told to stop (SIGUSR1)
 TAG = "hadar"  # job names: hadar-<run>-j<job>-c<copy>-r<round>; comment: hadar:<run>:<job>:<copy>:<round>
@@ -90,6 +91,7 @@ class SlurmExecutor(RayExecutor):
                          on_event=on_event, grace_s=grace_s, seed=seed, fork_optimizer=fork_optimizer,
                          run_id=run_id)
         self.work_dir, self.device, self.on_submitted = work_dir, device, on_submitted
+        slurm.retry_s = CONTROLLER_WAIT_S  # from now on, a restarting controller is waited for
         for sub in ("checkpoints", "logs", "leases"):
             (work_dir / sub).mkdir(parents=True, exist_ok=True)
         self._jobs: dict[int, Submitted] = {}  # id(Pending) -> its Slurm job
