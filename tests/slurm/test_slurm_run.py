@@ -39,13 +39,14 @@ def _lease_processes(work: Path) -> list[int]:
 
 def test_jobs_move_across_gpu_types_and_resume_from_their_checkpoints(slurm_idle: LocalSlurm, tmp_path, capsys):
     # 4 one-GPU jobs of two kinds (two Gavel rows) on 3 GPUs of two types (partition e2e: 2 P100, 1 K80): one job
-    # waits every round, so leases move between GPUs and types; each lease resumes from the last checkpoint.
+    # waits every round, so leases move between GPUs and types; each lease resumes from the last checkpoint. Rounds
+    # of 24 s: each lease imports torch first (10-15 s at load 20 on 2 cores, when 14 s rounds made 1 step a lease).
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text("jobs:\n" + _reg("reg-resnet", "ResNet-18 (batch size 64)", 220)
                     + _reg("reg-lm", "LM (batch size 20)", 160) + _reg("reg-resnet", "ResNet-18 (batch size 64)", 180)
                     + _reg("reg-lm", "LM (batch size 20)", 200))
     out = tmp_path / "out"
-    code = main(["run", "--slurm", "--jobs", str(jobs), "--partition", "e2e", "--round-s", "14", "--out", str(out),
+    code = main(["run", "--slurm", "--jobs", str(jobs), "--partition", "e2e", "--round-s", "24", "--out", str(out),
                  "--json", "--no-progress"])
     summary = json.loads(capsys.readouterr().out)
     assert code == 0, summary.get("failed_jobs")
@@ -139,7 +140,7 @@ def test_a_slurmd_killed_mid_run_its_jobs_resume_elsewhere(slurm_idle: LocalSlur
 
     try:
         res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf", work_dir=tmp_path / "w", partition="e2e",
-                           round_s=14.0, grace_s=10.0, on_event=on_event)
+                           round_s=24.0, grace_s=10.0, on_event=on_event)
     finally:
         slurm_idle.start_node("d-k80")
         slurm_idle.wait_idle()
@@ -174,7 +175,7 @@ def test_a_controller_restarted_mid_run_is_waited_for(slurm_idle: LocalSlurm, tm
 
     try:
         res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf", work_dir=tmp_path / "w", partition="e2e",
-                           round_s=14.0, grace_s=10.0, on_event=on_event)
+                           round_s=24.0, grace_s=10.0, on_event=on_event)
     finally:
         for t in threads:
             t.join()

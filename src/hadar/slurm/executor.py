@@ -231,6 +231,8 @@ class SlurmExecutor(RayExecutor):
                     p.done_at[0] = self._end_time(sub)
                 elif now >= kill_at and not sub.cancelled:
                     self._cancel(sub)
+                elif now >= stop_at and not sub.signalled and (sub.folder / script.RESULT).exists():
+                    sub.signalled = True  # it has answered and is exiting: nothing to stop
                 elif now >= stop_at and not sub.signalled:
                     sub.signalled = True
                     try:

@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
 
         outcome = run_lease(spec, device=_device(device, 0), started=started)
     script.write_result(path.parent, outcome, start_wall, time.time())
+    for sig in (signal.SIGTERM, signal.SIGUSR1):  # the lease is over: a late stop must not kill its exit
+        signal.signal(sig, signal.SIG_IGN)
     if not outcome.ok:
         sys.stderr.write((outcome.traceback or outcome.error) + "\n")
     return 0 if outcome.ok else 1
