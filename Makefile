@@ -1,7 +1,7 @@
 # The commands a newcomer needs:
 #   make run    - set up .venv and run the default simulation (bundled trace, bundled cluster)
 #   make test   - set up .venv with the runtime extras and the system packages the tests need
-#                 (.ci/install-system-deps.sh: Chromium), then run the whole test suite
+#                 (.ci/install-system-deps.sh: Chromium; .ci/install-slurm.sh: Slurm), then run the whole test suite
 #   make test-fast - the unit and contract tests without Ray, the service or a browser (core install)
 #   make lint   - ruff and mypy (what CI runs before the tests)
 PYTHON ?= python3
@@ -27,9 +27,11 @@ $(VENV)/.full: pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 run: $(VENV)/.core
 	$(BIN)/hadar simulate
 
-# Debian packages the tests drive (the dashboard test's Chromium); skipped when already installed.
+# Debian packages the tests drive (the dashboard test's Chromium; Slurm's daemons and commands for
+# tests/slurm and the executor contract's Slurm case); skipped when already installed.
 system-deps:
 	.ci/install-system-deps.sh
+	.ci/install-slurm.sh
 
 # The 25 slowest tests are listed at the end, so that a test that grows slow shows up in every run.
 test: $(VENV)/.full system-deps
@@ -38,7 +40,7 @@ test: $(VENV)/.full system-deps
 # What runs without the runtime extra: tests marked `runtime` (Ray, torch) are deselected, and the
 # integration, runtime and service folders are left out (`make test` runs them).
 test-fast: $(VENV)/.core
-	$(BIN)/python -m pytest -q -m 'not runtime' tests/unit tests/contract
+	$(BIN)/python -m pytest -q -m 'not runtime and not slurm' tests/unit tests/contract
 
 bench: $(VENV)/.full
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

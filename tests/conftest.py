@@ -50,3 +50,26 @@ def ray_session():
     yield sess
     if ray.is_initialized():
         ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A local Slurm cluster for the whole session (``tests.slurm.localcluster.LAYOUT``: 4 nodes, 3 GPU types),
+    stopped by PID at its end; ``SLURM_CONF`` points at it meanwhile. Fails (never skips) without Slurm."""
+    import os
+
+    from tests.slurm.localcluster import LAYOUT, PARTITIONS, missing_commands, start
+
+    if missing := missing_commands():
+        pytest.fail(f"Slurm is not installed (missing {', '.join(missing)}): run .ci/install-slurm.sh", pytrace=False)
+    cluster = start(tmp_path_factory.mktemp("slurm"), LAYOUT, PARTITIONS)
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old

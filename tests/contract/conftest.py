@@ -17,3 +17,11 @@ def ray_contract_pool(ray_session: Any, tmp_path_factory: pytest.TempPathFactory
     warm = ray_harness.start(tmp_path_factory.mktemp("ray-contract-warm-up"))
     yield warm
     warm.pool.shutdown()
+
+
+@pytest.fixture(scope="package")
+def slurm_contract_table(slurm_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The contract job's rates on the Slurm contract partition, measured once (``slurm_harness.warm_table``)."""
+    from tests.contract import slurm_harness
+
+    return slurm_harness.warm_table(slurm_cluster.conf, tmp_path_factory.mktemp("slurm-contract-warm-up"))

@@ -9,6 +9,7 @@
     engine                             <- the one loop (policies, not metrics)
     build                              <- wires a run
     sim, runtime (library)             <- an executor and a clock each
+    slurm                              <- an executor on Slurm (the runtime's bookkeeping, never Ray)
     cli, compare, report, runtime's    <- applications: may import anything
     entry points, anything not listed
 
@@ -53,9 +54,13 @@ ALLOWED: dict[str, frozenset[str]] = {
     # The runtime's library (executor, workers, run loop): like the simulator, and never the simulator.
     "runtime": BASE | {"clock", "data", "numeric", "model", "config", "sources", "job", "mechanism", "solve",
                        "policies", "metrics", "engine", "build"},
+    # hadar on Slurm: an executor beside the runtime's, built on the runtime library's bookkeeping (progress,
+    # checkpoints, measured rates, HadarE's copies; none of it imports Ray), never on the simulator.
+    "slurm": BASE | {"clock", "data", "numeric", "model", "config", "sources", "job", "mechanism", "solve",
+                     "policies", "metrics", "engine", "build", "runtime"},
 }
 #: Modules that are applications although their package is not (``hadar run``, ``hadar experiment``).
-ENTRY_POINTS = frozenset({"hadar.runtime.cli", "hadar.runtime.experiment"})
+ENTRY_POINTS = frozenset({"hadar.runtime.cli", "hadar.runtime.experiment", "hadar.slurm.cli"})
 
 
 def modules(src: Path = SRC) -> dict[str, Path]:
@@ -111,7 +116,7 @@ def test_every_layer_imports_only_what_is_below_it() -> None:
 def test_the_map_covers_the_library() -> None:
     mods = modules()
     packages = {package(m) for m in mods} - {None}
-    assert {"model", "mechanism", "policies", "engine", "sim", "runtime", "solve", "metrics"} <= packages
+    assert {"model", "mechanism", "policies", "engine", "sim", "runtime", "slurm", "solve", "metrics"} <= packages
     assert set(mods) >= ENTRY_POINTS
     # nothing below the applications may import them, by construction of ALLOWED
     applications = packages - set(ALLOWED)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,13 @@ from hadar.job import state as st
 from hadar.job.lease import LeaseOutcome, LeaseSpec
 
 _sleep = time.sleep  # how an emulated slower GPU waits (one name, so a test can watch it)
+_STOP = threading.Event()  # set by ``request_stop``: every lease of this process ends after its current step
+
+
+def request_stop() -> None:
+    """End the lease running in this process after its current step, as at its deadline (a preemption: the
+    job's function then saves and returns). Safe to call from a signal handler."""
+    _STOP.set()
 
 
 class Context:
@@ -121,7 +129,8 @@ class Context:
 
     def _stop(self, done: int) -> bool:
         spec = self._spec
-        stop = done >= spec.max_iterations or (done > 0 and time.monotonic() - self._t0 >= spec.budget_s)
+        stop = done >= spec.max_iterations or (done > 0 and (time.monotonic() - self._t0 >= spec.budget_s
+                                                             or _STOP.is_set()))
         if spec.world > 1:  # one decision for the gang: no rank may enter a step the others skip
             import torch
             import torch.distributed as dist

@@ -99,9 +99,16 @@ def process_group(spec: LeaseSpec, device: str, store: Any = None) -> Iterator[N
         gc.collect()  # the store sits in reference cycles: collect them now, so that a store opened here closes now
 
 
+#: Whether ``process_group`` imports torch._dynamo first (``_preload``); a process that ends with its one lease
+#: (a Slurm lease) sets it False: a store left open dies with the process, and the import costs seconds.
+PRELOAD_DYNAMO = True
+
+
 def _preload() -> None:
     """Import torch._dynamo before the first process group: imported while a group is up (an optimizer's first
     use does), it keeps a reference to that group's store for good (seen with torch 2.13), leaving it open."""
+    if not PRELOAD_DYNAMO:
+        return
     with contextlib.suppress(ImportError):  # a torch without it leaks nothing either
         import torch._dynamo  # noqa: F401
 

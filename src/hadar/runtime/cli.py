@@ -65,6 +65,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, help="write summary.json, jobs.csv, events.jsonl, throughputs.json and "
                    "logs/job-ID.log (each job's output, warnings and tracebacks) here")
     p.add_argument("--no-progress", action="store_true", help="no live progress on stderr")
+    p.add_argument("--slurm", action="store_true", help="run the jobs on Slurm instead of Ray: the cluster is read "
+                   "from sinfo (Slurm found through SLURM_CONF and its commands on PATH), each lease is a Slurm batch "
+                   "job (see docs/slurm.md); --checkpoint-dir, else DIR/slurm with --out, holds the leases' folders "
+                   "and checkpoints and must be storage every node sees")
+    p.add_argument("--partition", help="--slurm: the partition whose GPU nodes hadar schedules and where its jobs "
+                   "go (default: every partition's GPU nodes, each lease in its node's first partition)")
     p.set_defaults(func=main)
 
 
@@ -130,6 +136,12 @@ def main(args: argparse.Namespace) -> int:
     from hadar.cli_simulate import format_summary, load_fork_efficiency, load_profiles
     from hadar.runtime.run import quality_rows, run, write_outputs
 
+    if args.slurm:
+        from hadar.slurm.cli import main as slurm_main
+
+        return slurm_main(args)
+    if args.partition is not None:
+        raise InputError("--partition applies to --slurm runs only")
     require_runtime_extra("run")
     profiles = load_profiles(args)
     cluster, jobs, table = _inputs(args)

@@ -1,0 +1,93 @@
+"""hadar.slurm without a Slurm: reading sinfo's and squeue's JSON, the lease files, and no Ray imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hadar.job.lease import LeaseOutcome, LeaseSpec
+from hadar.slurm import script
+from hadar.slurm.cluster import gpus_of, read_nodes, to_cluster
+from hadar.slurm.commands import SlurmError, parse_job
+
+
+def _node(name: str, gres: str, state: str = "idle", flags: tuple[str, ...] = (), parts: tuple[str, ...] = ("gpu",)):
+    return {"name": name, "gres": gres, "state": state, "state_flags": list(flags), "partitions": list(parts)}
+
+
+def test_typed_gres_give_type_and_count() -> None:
+    assert gpus_of("n", "gpu:v100:4") == ("v100", 4)
+    assert gpus_of("n", "gpu:a100:8(S:0-1)") == ("a100", 8)
+    assert gpus_of("n", "gpu:k80:2,gpu:k80:1") == ("k80", 3)
+    assert gpus_of("n", "") is None
+    assert gpus_of("n", "mps:100") is None
+
+
+@pytest.mark.parametrize(("gres", "says"), [("gpu:4", "no type"), ("gpu:v100:2,gpu:k80:2", "several types")])
+def test_untyped_or_mixed_gpus_are_errors(gres: str, says: str) -> None:
+    with pytest.raises(SlurmError, match=says):
+        gpus_of("n1", gres)
+
+
+def test_nodes_of_a_partition_sorted_with_down_and_drained_nodes_down() -> None:
+    recs = [_node("z", "gpu:k80:2", "down"), _node("a", "gpu:v100:2"), _node("m", "gpu:p100:1", flags=("DRAIN",)),
+            _node("cpu", ""), _node("other", "gpu:v100:8", parts=("big",))]
+    nodes = read_nodes(recs, "gpu")
+    assert [(n.name, n.gpu_type, n.gpus, n.up) for n in nodes] == [
+        ("a", "v100", 2, True), ("m", "p100", 1, False), ("z", "k80", 2, False)]
+    cluster = to_cluster(nodes)
+    assert cluster.down == frozenset({"m", "z"}) and cluster.num_gpus == 5
+    assert cluster.count("v100") == 2 and cluster.count("k80") == 0  # down nodes leave the scheduling view
+    assert [n.name for n in read_nodes(recs, None)] == ["a", "m", "other", "z"]
+
+
+def test_unknown_partition_and_a_partition_without_gpus_are_errors() -> None:
+    recs = [_node("a", "gpu:v100:2"), _node("c", "", parts=("cpu",))]
+    with pytest.raises(SlurmError, match="unknown partition 'nope'"):
+        read_nodes(recs, "nope")
+    with pytest.raises(SlurmError, match="no node with typed GPUs"):
+        read_nodes(recs, "cpu")
+
+
+def test_squeue_records() -> None:
+    st = parse_job({"job_id": 7, "name": "hadar-x", "job_state": "COMPLETED", "state_reason": "None", "nodes": "n1",
+                    "exit_code": 0, "comment": "hadar:r:1:0:2", "restart_cnt": 0, "flags": ["COMPLETING"]})
+    assert (st.job_id, st.state, st.completing, st.ended) == (7, "COMPLETED", True, False)
+    st = parse_job({"job_id": 8, "job_state": "FAILED", "exit_code": {"status": "ERROR", "return_code": 1}})
+    assert st.ended and st.exit_code == 1
+
+
+def test_lease_files_round_trip(tmp_path) -> None:
+    spec = LeaseSpec(job_id=3, entrypoint="x.py:train", rank=0, world=2, max_iterations=5, budget_s=0.0,
+                     checkpoint=str(tmp_path / "c.pt"), search_path=("/a", "/b"), rendezvous=("127.0.0.1", 5))
+    path = script.write_lease(tmp_path / "l", spec, 123.5, "cpu", python="/usr/bin/python3", path=("/src", "/a"))
+    text = path.read_text()
+    assert "exec /usr/bin/python3 -m hadar.slurm.lease" in text and "PYTHONPATH=/src:/a$" in text
+    got, deadline, device = script.read_lease(tmp_path / "l" / script.SPEC)
+    assert (got, deadline, device) == (spec, 123.5, "cpu")
+    assert script.read_result(tmp_path / "l") is None
+    script.write_result(tmp_path / "l", LeaseOutcome(ok=True, iterations=4, train_s=1.5), 10.0, 12.0)
+    out, start, end = script.read_result(tmp_path / "l")
+    assert (out.ok, out.iterations, out.train_s, start, end) == (True, 4, 1.5, 10.0, 12.0)
+
+
+def test_the_slurm_executor_never_imports_ray() -> None:
+    code = "import sys, hadar.slurm.executor, hadar.slurm.lease; print('ray' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--partition", "gpu", "--jobs", "x.yaml"], "--partition applies to --slurm runs only"),
+    (["--slurm", "--cluster", "v100=1", "--jobs", "x.yaml"], "--cluster does not apply to --slurm"),
+    (["--slurm", "--address", "h:1", "--jobs", "x.yaml"], "--address does not apply to --slurm"),
+    (["--slurm"], "--slurm needs --jobs FILE"),
+])
+def test_hadar_run_slurm_flags_checked_first(capsys, argv, message) -> None:
+    from hadar.cli import main
+
+    assert main(["run", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
