@@ -51,7 +51,7 @@ def test_two_teams_and_an_admin_on_one_cluster(server_factory, tmp_path):
     tokens = {u: hadar("token", "create", u, "--state", state).stdout.strip() for u in ("vis1", "nlp1", "ops")}
     url = server.client().url
     c = {u: Client(url, t) for u, t in tokens.items()}
-    vis = c["vis1"].request("POST", "/api/jobs", {"jobs": [{"job_type": "lstm", "total_steps": 1200}] * 2})["ids"]
+    vis = c["vis1"].request("POST", "/api/jobs", {"jobs": [{"job_type": "lstm", "total_steps": 4000}] * 2})["ids"]
     server.wait_for(lambda: all(j["status"] == "running" for j in c["ops"].jobs()["jobs"]), 120,
                     "both vision jobs to run (one on a borrowed GPU)")
     nlp = c["nlp1"].request("POST", "/api/jobs", {"jobs": [{"job_type": "lstm", "total_steps": 300}]})["ids"]
