@@ -26,18 +26,33 @@ class VirtualClock:
 
 
 class WallClock:
-    """Real time in seconds since construction: ``advance_to`` sleeps."""
+    """Real time in seconds since construction: ``advance_to`` sleeps.
 
-    def __init__(self) -> None:
+    ``speed`` is the real-time factor (SimPy's ``factor``, inverted): clock seconds per wall second. At 1
+    (the default) the clock is the wall; at 60 a clock minute passes in a wall second, for tests of the
+    loop's mechanism (arrivals, rounds, cancellations on a live source) beside an executor that does not
+    wait on the wall itself (the simulated one). An executor that trains for real converts a clock span
+    to wall seconds with ``wall_s``.
+    """
+
+    def __init__(self, speed: float = 1.0) -> None:
+        if not speed > 0 or speed == float("inf"):
+            raise ValueError(f"a clock's speed must be a positive number of clock seconds per wall second, "
+                             f"not {speed!r}")
+        self.speed = float(speed)
         self._t0 = time.monotonic()
 
     def now(self) -> float:
-        return time.monotonic() - self._t0
+        return (time.monotonic() - self._t0) * self.speed
+
+    def wall_s(self, clock_s: float) -> float:
+        """Wall seconds that ``clock_s`` seconds of this clock take."""
+        return clock_s / self.speed
 
     def advance_to(self, t: float) -> None:
         delay = t - self.now()
         if delay > 0:
-            time.sleep(delay)
+            time.sleep(self.wall_s(delay))
 
 
 def elapsed_s(since: float | None = None) -> float:
