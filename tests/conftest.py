@@ -73,3 +73,23 @@ def slurm_cluster(tmp_path_factory):
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = old
+
+
+def _slurm_scope(nodeid: str) -> bool:
+    """Whether a test runs on the session's Slurm cluster: the tests under ``tests/slurm/`` and the executor
+    contract's Slurm case (parameter id ``slurm``)."""
+    return nodeid.startswith("tests/slurm/") or "[slurm" in nodeid
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `make test` runs the suite on several workers
+def pytest_xdist_make_scheduler(config, log):
+    """Every test on the session's Slurm cluster runs in one worker, so that one local cluster is started,
+    as in a serial run; every other test is scheduled alone, wherever a worker is free. (xdist's own
+    ``--dist loadgroup`` cannot do this under pytest 9, whose test ids xdist 3.8 cannot suffix.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SlurmTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "slurm" if _slurm_scope(nodeid) else nodeid
+
+    return SlurmTogether(config, log)
