@@ -97,6 +97,7 @@ class SlurmExecutor(RayExecutor):
         self.records: list[dict[str, Any]] = []  # one per lease: job, copy, round, Slurm id, node, GPU type, state
         self.startup: dict[tuple[str, int], float] = {}  # (job type, GPUs) -> mean s from submission to first step
         self.path = (str(Path(hadar.__file__).resolve().parents[1]),)  # where the lease imports hadar from
+        self.round_base = 0  # added to round numbers in lease names (a restarted service continues its numbering)
 
     def read_cluster(self) -> Cluster:
         """The partition's GPU nodes from sinfo (``SlurmError`` if Slurm cannot be asked or has none)."""
@@ -115,6 +116,8 @@ class SlurmExecutor(RayExecutor):
         pending = [self._dispatch(lease, budget, stats.round, fork=split.get(i)) for i, lease in enumerate(plan.leases)]
         self._release(pending, stats.round)
         stats.dispatch_s = elapsed_s(t0)
+        if self.on_dispatch is not None:
+            self.on_dispatch(stats.round, plan)
         self._wait(pending, budget + self.grace_s)
         outcomes = [self._outcomes(p) for p in pending]
         results = [self._collect(p, o, stats) for p, o in zip(pending, outcomes, strict=True)]
@@ -161,6 +164,7 @@ class SlurmExecutor(RayExecutor):
             p.error = f"a lease across nodes ({', '.join(nodes)}) is not supported on Slurm yet"
             return p
         spec = self._spec(info, lease, budget, round_no, fork, mode)
+        round_no += self.round_base
         folder = self.work_dir / "leases" / f"{self.run_id[:8]}-j{lease.job_id}-c{lease.copy}-r{round_no}-{mode}"
         deadline = time.time() + budget
         path = script.write_lease(folder, spec, deadline, self.device, path=(*self.path, *spec.search_path))
