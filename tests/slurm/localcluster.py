@@ -25,6 +25,7 @@ from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
 PARTITION = "gpu"
+JOB_SUBMIT = Path(__file__).resolve().parents[2] / "src" / "hadar" / "slurm" / "job_submit.lua"  # what hadar ships
 CPUS_PER_NODE = 8  # declared (config_overrides): a node runs at most this many 1-CPU leases at once
 
 
@@ -209,7 +210,7 @@ def _slurm_conf(folder: Path, nodes: Sequence[NodeSpec], ctld_port: int, node_po
         "GresTypes=gpu", "SlurmdParameters=config_overrides", "ReturnToService=2", "JobRequeue=1",
         "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none",
         "KillWait=5", "MinJobAge=600", "SlurmdTimeout=10", "InactiveLimit=0", "MessageTimeout=10",
-        "TreeWidth=65533",
+        "TreeWidth=65533", "JobSubmitPlugins=lua",  # hadar's job_submit.lua (next to slurm.conf): docs/slurm.md
     ]
     for node, port in zip(nodes, node_ports, strict=True):
         lines.append(f"NodeName={node.name} NodeHostname=localhost Port={port} CPUs={CPUS_PER_NODE} "
@@ -267,6 +268,7 @@ def start(folder: Path, layout: Sequence[NodeSpec], partitions: Mapping[str, Seq
     cluster = LocalSlurm(folder, tuple(layout), ctld)
     cluster.conf.write_text(_slurm_conf(folder, layout, ctld, ports, partitions or {}))
     (folder / "etc" / "gres.conf").write_text(_gres_conf(folder, layout))
+    shutil.copyfile(JOB_SUBMIT, folder / "etc" / "job_submit.lua")
     try:
         cluster.pidfiles.append(_start_munge(cluster))
         cluster.procs["slurmctld"] = _daemon(["slurmctld", "-D", "-i", "-f", str(cluster.conf)], cluster.env,

@@ -126,7 +126,7 @@ def test_bad_input_gives_one_line_and_exit_2(slurm_cluster: LocalSlurm, tmp_path
 
 def test_a_slurmd_killed_mid_run_its_jobs_resume_elsewhere(slurm_idle: LocalSlurm, tmp_path):
     from hadar.sim.trace import read_jobs
-    from hadar.slurm.run import run_on_slurm
+    from hadar.slurm.run import SlurmRun, run_on_slurm
 
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text("jobs:\n" + _reg("reg-a", "ResNet-18 (batch size 64)", 160)
@@ -139,8 +139,8 @@ def test_a_slurmd_killed_mid_run_its_jobs_resume_elsewhere(slurm_idle: LocalSlur
             killed.append(len(killed))
 
     try:
-        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf", work_dir=tmp_path / "w", partition="e2e",
-                           round_s=24.0, grace_s=10.0, on_event=on_event)
+        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf",
+                           SlurmRun(tmp_path / "w", partition="e2e", round_s=24.0, grace_s=10.0), on_event=on_event)
     finally:
         slurm_idle.start_node("d-k80")
         slurm_idle.wait_idle()
@@ -165,7 +165,7 @@ def test_a_controller_restarted_mid_run_is_waited_for(slurm_idle: LocalSlurm, tm
     import threading
 
     from hadar.sim.trace import read_jobs
-    from hadar.slurm.run import run_on_slurm
+    from hadar.slurm.run import SlurmRun, run_on_slurm
 
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text("jobs:\n" + _reg("reg-a", "ResNet-18 (batch size 64)", 120)
@@ -182,8 +182,8 @@ def test_a_controller_restarted_mid_run_is_waited_for(slurm_idle: LocalSlurm, tm
             threads[0].start()
 
     try:
-        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf", work_dir=tmp_path / "w", partition="e2e",
-                           round_s=24.0, grace_s=10.0, on_event=on_event)
+        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf",
+                           SlurmRun(tmp_path / "w", partition="e2e", round_s=24.0, grace_s=10.0), on_event=on_event)
     finally:
         for t in threads:
             t.join()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,52 @@ def test_serve_on_slurm_survives_kill_9_and_runs_every_job_once(slurm_idle: Loca
     assert not _running(slurm_idle)  # nothing of hadar left in squeue
     assert not _lease_processes(state)
     assert in_flight <= {int(j["job_id"]) for j in _hadar_jobs(slurm_idle)}  # (Slurm still keeps their records)
+
+
+def test_a_users_sbatch_job_is_held_by_the_plugin_and_placed_by_serve(slurm_idle: LocalSlurm, tmp_path):
+    # a user's plain sbatch job marked for hadar is held by the shipped job_submit.lua (the test cluster loads
+    # it) until `hadar serve --slurm` places it: on the slowest type that fits (e2e: d-k80's K80, next to
+    # c-p100's two P100), that node out of hadar's schedule while it runs, its run recorded once it ends
+    user = write(tmp_path / "user.sh", f"#!/bin/sh\nsleep 6\necho ran > {tmp_path / 'user.out'}\n")
+    out = slurm_idle.run("sbatch", "--parsable", "--comment=hadar", "--gres=gpu:1", "--partition=e2e",
+                         f"--output={tmp_path / 'user.log'}", str(user))
+    job_id = int(out.stdout.strip())
+    plain = slurm_idle.run("sbatch", "--parsable", "--comment=hadar", "--partition=e2e", "--wrap=true")
+    time.sleep(2.0)
+    held = _job(slurm_idle, job_id)
+    assert held["job_state"] == "PENDING" and held["priority"] == 0 and held["state_reason"] == "JobHeldUser"
+    assert _state(slurm_idle, int(plain.stdout.strip())) == "COMPLETED"  # no GPU asked for: not hadar's
+    state = tmp_path / "state"
+    server = Server(state, "--slurm", "--partition", "e2e", "--round-s", "20")
+    try:
+        server.start()
+        ids = server.client().submit_file(write(tmp_path / "jobs.yaml", "jobs:\n" + "\n".join(
+            f"  - {{name: reg, entrypoint: '{JOB_FILE}:train', total_steps: 100, args: {{step_s: 0.02}}}}"
+            for _ in range(2)) + "\n"))["ids"]
+        server.wait_for(lambda: all(j["status"] == "done" for j in server.jobs().values())
+                        and (state / "user-jobs.jsonl").exists(), 300, "the jobs and the user's job to end")
+    finally:
+        server.stop()
+    assert (tmp_path / "user.out").read_text() == "ran\n"
+    (rec,) = [json.loads(line) for line in (state / "user-jobs.jsonl").read_text().splitlines()]
+    assert (rec["job_id"], rec["node"], rec["gpu_type"], rec["gpus"], rec["state"]) == (job_id, "d-k80", "k80", 1,
+                                                                                        "COMPLETED")
+    assert 6 <= rec["seconds"] <= 60 and rec["gpu_seconds"] == rec["seconds"]
+    downs = [e["down"] for e in events(state, "cluster")]
+    assert ["d-k80"] in downs and downs[-1] == [], downs  # out of hadar's schedule while it ran, then back
+    assert len(ids) == 2 and not _running(slurm_idle)
+
+
+def _job(cluster: LocalSlurm, job_id: int) -> dict:
+    (job,) = [j for j in json.loads(cluster.run("squeue", "--states=all", "--json").stdout)["jobs"]
+              if j["job_id"] == job_id]  # (squeue --json of Slurm 22.05 lists every job, whatever --jobs says)
+    return dict(job)
+
+
+def _state(cluster: LocalSlurm, job_id: int, timeout_s: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = str(_job(cluster, job_id)["job_state"])
+        if state in ("COMPLETED", "FAILED", "CANCELLED") or time.monotonic() > deadline:
+            return state
+        time.sleep(0.2)

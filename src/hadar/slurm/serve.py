@@ -26,13 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from hadar.clock import Clock
+from hadar.model.cluster import Cluster
+from hadar.model.plan import NodeChange
 from hadar.runtime import checkpoint, emulation
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.slurm import script
 from hadar.slurm.commands import JobState, Slurm, SlurmError
-from hadar.slurm.executor import TAG, SlurmExecutor
+from hadar.slurm.executor import TAG, SlurmExecutor, SlurmOptions
+from hadar.slurm.userjobs import UserJobs
 
 log = logging.getLogger(__name__)
+USER_JOB = "sbatch"  # the job type a user's own sbatch job is rated as (the bundled table's average row)
 POLL_S = 0.5  # how often squeue is asked while a restart waits for the killed service's leases
 _FOLDER = re.compile(r"^(?P<run>[0-9a-f]+)-j(?P<job>\d+)-c(?P<copy>\d+)-r(?P<round>\d+)-(?P<mode>[a-z]+)$")
 
@@ -75,6 +79,26 @@ class SlurmBackend:
             log.warning("cancelling the service's Slurm jobs failed: %s", e)
 
 
+class ServiceExecutor(SlurmExecutor):
+    """The Slurm executor of ``hadar serve --slurm``: at each round boundary, users' marked sbatch jobs are placed
+    (``hadar.slurm.userjobs``), and the nodes they hold are down to hadar's schedule until they end."""
+
+    users: UserJobs | None = None
+    _sinfo: Cluster | None = None  # the cluster as sinfo said last (nodes held by user jobs up)
+
+    def read_cluster(self) -> Cluster:
+        cluster = self._sinfo = super().read_cluster()
+        held = self.users.refresh() if self.users is not None else frozenset()
+        return cluster.with_down(cluster.down | held) if held else cluster
+
+    def cluster_view(self) -> NodeChange | None:
+        if self.users is not None and self._sinfo is not None:
+            self.users.refresh()
+            self.users.record_ended({n.name: n.gpu_type for n in self.cluster.nodes})
+            self.users.place(self._sinfo, lambda t: self.ratio(USER_JOB, 1, t), self.members)
+        return super().cluster_view()
+
+
 def tag_prefix(run_id: str) -> str:
     return f"{TAG}:{run_id}:"
 
@@ -91,8 +115,9 @@ def start_backend(opts: SlurmServe, state_dir: Path, clock: Clock, *, run_id: st
     """The executor on the partition sinfo describes, in ``state_dir``, its numbering continued after the
     leases already there, its tracker given what the store measured before (``restore``)."""
     slurm = Slurm(opts.conf)
-    executor = SlurmExecutor(slurm, clock, work_dir=state_dir, partition=opts.partition, seed=seed, run_id=run_id,
-                             on_event=on_event)
+    options = SlurmOptions(state_dir, partition=opts.partition, seed=seed, run_id=run_id)
+    executor = ServiceExecutor(slurm, clock, options, on_event=on_event)
+    executor.users = UserJobs(slurm, opts.partition, state_dir)
     executor.dilation = emulation.dilation(executor.cluster.num_gpus, os.cpu_count() or 1)  # (ignored on CUDA)
     executor.round_base = next_round(state_dir / "leases", run_id)
     restore(executor.tracker)
