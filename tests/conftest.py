@@ -54,7 +54,8 @@ def ray_session():
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
-    """A local Slurm cluster for the whole session (``tests.slurm.localcluster.LAYOUT``: 4 nodes, 3 GPU types),
+    """A local Slurm cluster for the whole session (``tests.slurm.localcluster.LAYOUT``: 4 nodes, 3 GPU types;
+    accounting: MariaDB and slurmdbd on loopback ports),
     stopped by PID at its end; ``SLURM_CONF`` points at it meanwhile. Fails (never skips) without Slurm."""
     import os
 
@@ -62,7 +63,7 @@ def slurm_cluster(tmp_path_factory):
 
     if missing := missing_commands():
         pytest.fail(f"Slurm is not installed (missing {', '.join(missing)}): run .ci/install-slurm.sh", pytrace=False)
-    cluster = start(tmp_path_factory.mktemp("slurm"), LAYOUT, PARTITIONS)
+    cluster = start(tmp_path_factory.mktemp("slurm"), LAYOUT, PARTITIONS, accounting_db=True)
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
     try:

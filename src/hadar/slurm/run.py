@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from hadar.policies.profiles import PolicySpec
 from hadar.runtime import emulation, outputs
 from hadar.runtime.run import RuntimeResult, check_writable, prepare_jobs
 from hadar.runtime.tracker import ThroughputTracker
+from hadar.slurm import accounting
 from hadar.slurm.commands import Slurm
 from hadar.slurm.executor import SlurmExecutor, SlurmOptions
 from hadar.sources import Workload
@@ -40,6 +41,7 @@ class SlurmResult:
     result: RuntimeResult
     leases: list[dict[str, Any]]
     partition: str | None
+    usage: list[accounting.UsageRecord] = field(default_factory=list)  # sacct's, one row per Slurm job and GPU type
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +102,13 @@ def run_on_slurm(jobs: list[Job], policy: str, run: SlurmRun, *,
     rows = job_rows(ledger)
     summary = summarize(ledger, rows, policy=run_policy.label, wall_s=stats.wall_s)
     summary.update(outputs.runtime_summary(stats, executor, ledger, 0, round_s))
+    usage, why = accounting.of_leases(slurm, executor.records)  # sacct's typed records (why not: none kept)
     summary.update(emulation_dilation=executor.dilation, slurm_partition=run.partition,
-                   slurm_jobs=len(executor.records), gpu_seconds=gpu_seconds(executor.records))
+                   slurm_jobs=len(executor.records), gpu_seconds=gpu_seconds(executor.records),
+                   sacct_gpu_seconds=None if why else accounting.by_job(usage), **({"sacct_error": why} if why else {}))
     result = RuntimeResult(summary, rows, executor.jobs, executor.tracker.table(), executor.tracker.mean_table(),
                            prior, executor.rounds, stats, events, executor.tracker.entries())
-    return SlurmResult(result, list(executor.records), run.partition)
+    return SlurmResult(result, list(executor.records), run.partition, usage)
 
 
 def gpu_seconds(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -117,8 +121,11 @@ def gpu_seconds(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def write_outputs(res: SlurmResult, folder: Path) -> None:
-    """``hadar run``'s outputs, plus ``leases.jsonl``: one line per lease (its Slurm job id, node, GPU type)."""
+    """``hadar run``'s outputs, plus ``leases.jsonl``: one line per lease (its Slurm job id, node, GPU type), and
+    ``accounting.csv`` where Slurm keeps accounting (sacct's GPU-seconds per Slurm job and GPU type)."""
     outputs.write_outputs(res.result, folder)
+    if res.usage:
+        accounting.write_csv(res.usage, Path(folder) / accounting.CSV)
     with (Path(folder) / "leases.jsonl").open("w") as f:
         for rec in res.leases:
             f.write(json.dumps(rec) + "\n")
