@@ -99,7 +99,8 @@ def test_a_users_sbatch_job_is_held_by_the_plugin_and_placed_by_serve(slurm_idle
     out = slurm_idle.run("sbatch", "--parsable", "--comment=hadar", "--gres=gpu:1", "--partition=e2e",
                          f"--output={tmp_path / 'user.log'}", str(user))
     job_id = int(out.stdout.strip())
-    plain = slurm_idle.run("sbatch", "--parsable", "--comment=hadar", "--partition=e2e", "--wrap=true")
+    plain = slurm_idle.run("sbatch", "--parsable", "--comment=hadar", "--partition=e2e",
+                           f"--output={tmp_path / 'plain.log'}", "--wrap=true")
     time.sleep(2.0)
     held = _job(slurm_idle, job_id)
     assert held["job_state"] == "PENDING" and held["priority"] == 0 and held["state_reason"] == "JobHeldUser"
