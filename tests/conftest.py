@@ -54,8 +54,7 @@ def ray_session():
 
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
-    """A local Slurm cluster for the whole session (``tests.slurm.localcluster.LAYOUT``: 4 nodes, 3 GPU types;
-    accounting: MariaDB and slurmdbd on loopback ports),
+    """A local Slurm cluster for the whole session (``tests.slurm.localcluster.LAYOUT``: 4 nodes, 3 GPU types),
     stopped by PID at its end; ``SLURM_CONF`` points at it meanwhile. Fails (never skips) without Slurm."""
     import os
 
@@ -63,7 +62,7 @@ def slurm_cluster(tmp_path_factory):
 
     if missing := missing_commands():
         pytest.fail(f"Slurm is not installed (missing {', '.join(missing)}): run .ci/install-slurm.sh", pytrace=False)
-    cluster = start(tmp_path_factory.mktemp("slurm"), LAYOUT, PARTITIONS, accounting_db=True)
+    cluster = start(tmp_path_factory.mktemp("slurm"), LAYOUT, PARTITIONS)
     old = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import stat
@@ -68,17 +67,9 @@ def test_jobs_move_across_gpu_types_and_resume_from_their_checkpoints(slurm_idle
         assert all(r["restored"] for r in recs[1:]), "a later lease did not resume from the checkpoint"
     assert set(summary["gpu_seconds"]) == {"0", "1", "2", "3"}
     assert {t for by_type in summary["gpu_seconds"].values() for t in by_type} <= {"p100", "k80"}
-    # sacct's typed records (the test cluster keeps accounting): one per lease, on the lease's node and type, for at
-    # least as long as the lease ran inside it; so a job that ran on two types has GPU-seconds of both in sacct
-    usage = list(csv.DictReader((out / "accounting.csv").open()))
-    assert sorted(int(u["slurm_job"]) for u in usage) == sorted(rec["slurm_job"] for rec in leases)
-    for u in usage:
-        (rec,) = [r for r in leases if r["slurm_job"] == int(u["slurm_job"])]
-        assert (int(u["job"]), u["nodes"], u["gpu_type"], int(u["gpus"])) == (rec["job"], rec["node"],
-                                                                              rec["gpu_type"], 1)
-        assert float(u["gpu_s"]) >= int(rec["seconds"]) - 1
-    sacct = summary["sacct_gpu_seconds"]
-    assert set(sacct) == {"0", "1", "2", "3"} and all(len(sacct[str(j)]) == 2 for j in moved), sacct
+    # this cluster keeps no accounting: the summary says what sacct answered (test_slurm_accounting has sacct's)
+    assert summary["sacct_gpu_seconds"] is None and summary["sacct_error"].startswith("sacct"), summary["sacct_error"]
+    assert not (out / "accounting.csv").exists()
     # nothing of hadar or its jobs is left running
     assert not _lease_processes(out / "slurm")
     running = slurm_idle.run("squeue", "-h", "--states=PENDING,RUNNING,COMPLETING,CONFIGURING", "-o", "%i").stdout
