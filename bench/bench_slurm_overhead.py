@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.slurm.localcluster: the local cluster the tests use
 
 from hadar.model.job import Job, TrainSpec  # noqa: E402
-from hadar.slurm.run import run_on_slurm  # noqa: E402
+from hadar.slurm.run import SlurmRun, run_on_slurm  # noqa: E402
 from tests.slurm.localcluster import NodeSpec, start  # noqa: E402
 
 TYPES = ("v100", "p100", "k80")
@@ -52,8 +52,8 @@ def main() -> None:
     jobs = [Job(i, "sleeper", 1, float(steps), train=spec) for i in range(args.jobs)]
     rounds: list[dict] = []
     try:
-        res = run_on_slurm(jobs, args.policy, work_dir=folder / "work", conf=str(cluster.conf),
-                           round_s=args.round_s, device="cpu",
+        res = run_on_slurm(jobs, args.policy, SlurmRun(folder / "work", conf=str(cluster.conf), round_s=args.round_s,
+                                                       device="cpu"),
                            on_event=lambda e: rounds.append(e) if e["event"] == "round" else None)
     finally:
         cluster.stop()

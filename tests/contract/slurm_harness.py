@@ -23,7 +23,7 @@ from hadar.model.plan import Lease, RoundPlan
 from hadar.model.throughput import ThroughputTable
 from hadar.runtime import emulation
 from hadar.slurm.commands import Slurm
-from hadar.slurm.executor import SlurmExecutor
+from hadar.slurm.executor import SlurmExecutor, SlurmOptions
 
 JOB_FILE = Path(__file__).resolve().parent.parent / "slurm" / "jobs" / "sleeper.py"
 JOB_TYPE = "contract-sleeper"
@@ -57,8 +57,8 @@ def resolve(job: Job) -> Job:
 def executor(conf: Path, work: Path, given: ThroughputTable | None) -> tuple[SlurmExecutor, Doom]:
     slurm = Slurm(conf)
     doom = Doom(slurm, set())
-    ex = SlurmExecutor(slurm, WallClock(), work_dir=work, partition=PARTITION, given=given, grace_s=GRACE_S,
-                       dilation=1.0, device="cpu", on_submitted=doom)
+    options = SlurmOptions(work, partition=PARTITION, given=given, grace_s=GRACE_S, dilation=1.0, device="cpu")
+    ex = SlurmExecutor(slurm, WallClock(), options, on_submitted=doom)
     ex.dilation = emulation.dilation(ex.cluster.num_gpus, os.cpu_count() or 1)
     return ex, doom
 

@@ -23,8 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
+from tests.slurm import accounting
+
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel", "slurmdbd", "sacct",
+           "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
 PARTITION = "gpu"
+JOB_SUBMIT = Path(__file__).resolve().parents[2] / "src" / "hadar" / "slurm" / "job_submit.lua"  # what hadar ships
 CPUS_PER_NODE = 8  # declared (config_overrides): a node runs at most this many 1-CPU leases at once
 
 
@@ -194,7 +198,7 @@ def _wait_pidfile(path: Path, timeout_s: float = 30.0) -> int:
 
 
 def _slurm_conf(folder: Path, nodes: Sequence[NodeSpec], ctld_port: int, node_ports: Sequence[int],
-                partitions: Mapping[str, Sequence[str]]) -> str:
+                partitions: Mapping[str, Sequence[str]], dbd_port: int | None = None) -> str:
     lines = [
         "ClusterName=hadartest", "SlurmctldHost=localhost", f"SlurmctldPort={ctld_port}",
         "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
@@ -207,9 +211,10 @@ def _slurm_conf(folder: Path, nodes: Sequence[NodeSpec], ctld_port: int, node_po
         "JobAcctGatherType=jobacct_gather/none", "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
         "SchedulerType=sched/builtin", "SchedulerParameters=batch_sched_delay=0",
         "GresTypes=gpu", "SlurmdParameters=config_overrides", "ReturnToService=2", "JobRequeue=1",
-        "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none",
+        *(accounting.conf_lines(folder, dbd_port) if dbd_port else ["AccountingStorageType=accounting_storage/none"]),
+        "JobCompType=jobcomp/none",
         "KillWait=5", "MinJobAge=600", "SlurmdTimeout=10", "InactiveLimit=0", "MessageTimeout=10",
-        "TreeWidth=65533",
+        "TreeWidth=65533", "JobSubmitPlugins=lua",  # hadar's job_submit.lua (next to slurm.conf): docs/slurm.md
     ]
     for node, port in zip(nodes, node_ports, strict=True):
         lines.append(f"NodeName={node.name} NodeHostname=localhost Port={port} CPUs={CPUS_PER_NODE} "
@@ -254,7 +259,7 @@ def _start_munge(cluster: LocalSlurm) -> Path:
 
 
 def start(folder: Path, layout: Sequence[NodeSpec], partitions: Mapping[str, Sequence[str]] | None = None,
-          timeout_s: float = 60.0) -> LocalSlurm:
+          timeout_s: float = 60.0, accounting_db: bool = False) -> LocalSlurm:
     """A running cluster of ``layout`` in ``folder`` (created), with partition ``gpu`` (every node, the default)
     and ``partitions`` (name -> node names); stopped again if it fails to come up."""
     if missing := missing_commands():
@@ -263,12 +268,15 @@ def start(folder: Path, layout: Sequence[NodeSpec], partitions: Mapping[str, Seq
     for sub in ("etc", "state", "spool", "run", "log", "dev"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)
-    ctld, *ports = _free_ports(1 + len(layout))
+    ctld, db, dbd, *ports = _free_ports(3 + len(layout))
     cluster = LocalSlurm(folder, tuple(layout), ctld)
-    cluster.conf.write_text(_slurm_conf(folder, layout, ctld, ports, partitions or {}))
+    cluster.conf.write_text(_slurm_conf(folder, layout, ctld, ports, partitions or {}, dbd if accounting_db else None))
     (folder / "etc" / "gres.conf").write_text(_gres_conf(folder, layout))
+    shutil.copyfile(JOB_SUBMIT, folder / "etc" / "job_submit.lua")
     try:
         cluster.pidfiles.append(_start_munge(cluster))
+        if accounting_db:
+            accounting.start(cluster, db, dbd)
         cluster.procs["slurmctld"] = _daemon(["slurmctld", "-D", "-i", "-f", str(cluster.conf)], cluster.env,
                                              folder / "log" / "slurmctld.out")
         cluster.pidfiles.append(folder / "run" / "slurmctld.pid")

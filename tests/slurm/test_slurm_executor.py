@@ -15,7 +15,7 @@ from hadar.clock import WallClock
 from hadar.job.lease import LeaseSpec
 from hadar.slurm import script
 from hadar.slurm.commands import Slurm
-from hadar.slurm.executor import SlurmExecutor
+from hadar.slurm.executor import SlurmExecutor, SlurmOptions
 from tests.slurm.localcluster import LocalSlurm
 
 pytestmark = pytest.mark.slurm
@@ -23,7 +23,7 @@ REGRESSION = Path(__file__).resolve().parents[1] / "runtime" / "jobs" / "regress
 
 
 def test_the_cluster_comes_from_sinfo_and_a_drained_node_is_a_node_change(slurm_idle: LocalSlurm, tmp_path):
-    ex = SlurmExecutor(Slurm(slurm_idle.conf), WallClock(), work_dir=tmp_path / "w")
+    ex = SlurmExecutor(Slurm(slurm_idle.conf), WallClock(), SlurmOptions(tmp_path / "w"))
     assert [(n.name, n.gpu_type, n.gpus) for n in ex.cluster.nodes] == [
         ("a-v100", "v100", 2), ("b-k80", "k80", 2), ("c-p100", "p100", 2), ("d-k80", "k80", 1)]
     assert ex.cluster_view() is None  # nothing changed

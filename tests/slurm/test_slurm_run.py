@@ -67,6 +67,9 @@ def test_jobs_move_across_gpu_types_and_resume_from_their_checkpoints(slurm_idle
         assert all(r["restored"] for r in recs[1:]), "a later lease did not resume from the checkpoint"
     assert set(summary["gpu_seconds"]) == {"0", "1", "2", "3"}
     assert {t for by_type in summary["gpu_seconds"].values() for t in by_type} <= {"p100", "k80"}
+    # this cluster keeps no accounting: the summary says what sacct answered (test_slurm_accounting has sacct's)
+    assert summary["sacct_gpu_seconds"] is None and summary["sacct_error"].startswith("sacct"), summary["sacct_error"]
+    assert not (out / "accounting.csv").exists()
     # nothing of hadar or its jobs is left running
     assert not _lease_processes(out / "slurm")
     running = slurm_idle.run("squeue", "-h", "--states=PENDING,RUNNING,COMPLETING,CONFIGURING", "-o", "%i").stdout
@@ -126,7 +129,7 @@ def test_bad_input_gives_one_line_and_exit_2(slurm_cluster: LocalSlurm, tmp_path
 
 def test_a_slurmd_killed_mid_run_its_jobs_resume_elsewhere(slurm_idle: LocalSlurm, tmp_path):
     from hadar.sim.trace import read_jobs
-    from hadar.slurm.run import run_on_slurm
+    from hadar.slurm.run import SlurmRun, run_on_slurm
 
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text("jobs:\n" + _reg("reg-a", "ResNet-18 (batch size 64)", 160)
@@ -139,8 +142,8 @@ def test_a_slurmd_killed_mid_run_its_jobs_resume_elsewhere(slurm_idle: LocalSlur
             killed.append(len(killed))
 
     try:
-        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf", work_dir=tmp_path / "w", partition="e2e",
-                           round_s=24.0, grace_s=10.0, on_event=on_event)
+        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf",
+                           SlurmRun(tmp_path / "w", partition="e2e", round_s=24.0, grace_s=10.0), on_event=on_event)
     finally:
         slurm_idle.start_node("d-k80")
         slurm_idle.wait_idle()
@@ -165,7 +168,7 @@ def test_a_controller_restarted_mid_run_is_waited_for(slurm_idle: LocalSlurm, tm
     import threading
 
     from hadar.sim.trace import read_jobs
-    from hadar.slurm.run import run_on_slurm
+    from hadar.slurm.run import SlurmRun, run_on_slurm
 
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text("jobs:\n" + _reg("reg-a", "ResNet-18 (batch size 64)", 120)
@@ -182,8 +185,8 @@ def test_a_controller_restarted_mid_run_is_waited_for(slurm_idle: LocalSlurm, tm
             threads[0].start()
 
     try:
-        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf", work_dir=tmp_path / "w", partition="e2e",
-                           round_s=24.0, grace_s=10.0, on_event=on_event)
+        res = run_on_slurm(read_jobs(str(jobs)), "max_min_fairness_perf",
+                           SlurmRun(tmp_path / "w", partition="e2e", round_s=24.0, grace_s=10.0), on_event=on_event)
     finally:
         for t in threads:
             t.join()

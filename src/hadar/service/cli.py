@@ -27,6 +27,9 @@ def add_parser(sub: Any) -> None:
                    "detected from the Ray nodes with --address")
     p.add_argument("--gpus-per-node", type=int, default=1, help="GPUs per node for the shorthands (default 1)")
     p.add_argument("--address", help="join an existing Ray cluster (HOST:PORT) instead of starting one")
+    p.add_argument("--slurm", action="store_true", help="run the jobs on the Slurm cluster sinfo describes, not Ray "
+                   "(docs/slurm.md); the state directory must be storage every node sees")
+    p.add_argument("--partition", help="with --slurm: the partition hadar's jobs go to (default: every partition)")
     p.add_argument("--policy", default=DEFAULT_POLICY, help=f"policy or profile name (default {DEFAULT_POLICY})")
     add_profiles_arg(p)
     p.add_argument("--round-s", type=float, default=10.0, help="round length in seconds (default 10)")
@@ -222,5 +225,9 @@ def check_serve_args(args: argparse.Namespace) -> None:
         raise InputError(f"--port must be in 0..65535, got {args.port}")
     if not 0 <= args.min_run_s < float("inf"):
         raise InputError(f"--min-run-s must be a number of seconds >= 0, got {args.min_run_s}")
+    if args.slurm and (args.cluster or args.address or args.dilation):
+        raise InputError("--cluster, --address and --dilation do not apply to --slurm (sinfo says what the cluster is)")
+    if args.partition is not None and not args.slurm:
+        raise InputError("--partition needs --slurm")
     if args.dilation is not None and not 1 <= args.dilation < float("inf"):
         raise InputError(f"--dilation must be at least 1, got {args.dilation}")

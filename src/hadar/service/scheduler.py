@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hadar.build import policy_for_run, team_params, wire
 from hadar.engine import Engine, Hooks
@@ -42,6 +42,9 @@ from hadar.service.source import LiveSource
 from hadar.service.specs import identity, job_from_spec, parse_submission
 from hadar.service.store import ENDED, NewJob, Store, Submitted
 from hadar.service.tenants import OPERATOR, Principal, load_tenants
+
+if TYPE_CHECKING:
+    from hadar.slurm.serve import SlurmServe
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,7 @@ class ServeOptions:
     fork_efficiency: ForkEfficiency = IDEAL  # what the forking planner counts a copy worth
     tenants_path: Path | None = None  # the tenants file (teams, quotas, users); None: one admin token
     min_run_s: float = 0.0  # a job on borrowed GPUs keeps them at least this long
+    slurm: SlurmServe | None = None  # run the jobs on Slurm (``hadar.slurm.serve``), not Ray
 
 
 class Service:
@@ -124,6 +128,9 @@ class Service:
             on_exit()
 
     def _run(self) -> None:
+        if self.opts.slurm is not None:  # Slurm runs the jobs, no Ray (hadar.slurm.serve)
+            self._run_slurm()
+            return
         try:
             sess = runtime.start_session(self.opts.cluster, self.opts.address)
         finally:
@@ -135,20 +142,41 @@ class Service:
             backend = runtime.start_backend(sess, self.clock, ckpt, self.log_dir, seed=self.opts.seed,
                                             run_id=self.store.run_id, on_event=self.events,
                                             measured=self.store.throughputs(), dilation=self.opts.dilation)
-            self.backend = backend
-            engine, ledger, recorder = self._wire(backend)
-            self._resume_into(ledger, recorder, backend)
-            engine.resume(*load_engine_state(self.store.meta("engine")))
-            self._refresh(ledger)
-            self.state = "running"
-            log.info("scheduling on %d GPUs (%s), policy %s", sess.cluster.num_gpus,
-                     ", ".join(sess.cluster.gpu_types), self.run_policy.label)
-            engine.run(self.source)
+            self._serve(backend)
         finally:
             if backend is not None:
                 backend.close()
             elif sess.owned:
                 runtime.session.shutdown()
+
+    def _run_slurm(self) -> None:
+        from hadar.slurm import serve as slurm_serve
+
+        assert self.opts.slurm is not None
+        measured = self.store.throughputs()
+        try:
+            backend: Any = slurm_serve.start_backend(
+                self.opts.slurm, self.opts.state_dir, self.clock, run_id=self.store.run_id, seed=self.opts.seed,
+                on_event=self.events, restore=lambda tracker: runtime.restore_tracker(tracker, measured))
+        finally:
+            self.ray_started.set()
+        try:
+            self._serve(backend)
+        finally:
+            backend.close()
+
+    def _serve(self, backend: runtime.Backend) -> None:
+        """Wire the engine on ``backend``, resume the stored jobs into it and run it until the source stops."""
+        self.backend = backend
+        self.cluster = backend.executor.cluster
+        engine, ledger, recorder = self._wire(backend)
+        self._resume_into(ledger, recorder, backend)
+        engine.resume(*load_engine_state(self.store.meta("engine")))
+        self._refresh(ledger)
+        self.state = "running"
+        log.info("scheduling on %d GPUs (%s), policy %s", self.cluster.num_gpus,
+                 ", ".join(self.cluster.gpu_types), self.run_policy.label)
+        engine.run(self.source)
 
     def _wire(self, backend: runtime.Backend) -> tuple[Engine, JobLedger, StoreRecorder]:
         recorder = StoreRecorder(self.store, self.events, throughput_rows=lambda: runtime.tracker_rows(backend.tracker),

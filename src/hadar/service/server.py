@@ -42,6 +42,8 @@ def _cluster(args: argparse.Namespace) -> Cluster | None:
     from hadar.runtime.demo import demo_cluster
 
     cluster: Cluster | None
+    if getattr(args, "slurm", False):
+        return None  # what sinfo says, once the engine starts
     if args.cluster:
         cluster = parse_cluster(args.cluster, args.gpus_per_node)
     else:
@@ -105,11 +107,12 @@ def serve(args: argparse.Namespace) -> int:
     try:
         token = ensure_token(state_dir)
         store = Store(state_dir)
+        slurm = _slurm(args, state_dir, store.run_id)
         opts = ServeOptions(state_dir=state_dir.resolve(), cluster=cluster, address=args.address, policy=args.policy,
                             profiles=profiles, round_s=args.round_s, seed=args.seed, dilation=args.dilation,
                             fork_efficiency=efficiency or IDEAL,
                             tenants_path=None if args.tenants is None else args.tenants.resolve(),
-                            min_run_s=args.min_run_s)
+                            min_run_s=args.min_run_s, slurm=slurm)
         service = Service(opts, store)
         sock = bind(args.host, args.port)
         server = http_server(service, token)
@@ -128,6 +131,17 @@ def serve(args: argparse.Namespace) -> int:
     if service.state == "failed":
         raise ServiceFailure(f"the scheduler stopped: {service.error}")
     return 0
+
+
+def _slurm(args: argparse.Namespace, state_dir: Path, run_id: str) -> Any:
+    """With ``--slurm``: its options, once what a killed server of this state left on Slurm is adopted."""
+    if not getattr(args, "slurm", False):
+        return None
+    from hadar.slurm.serve import SlurmServe, adopt
+
+    opts = SlurmServe(partition=args.partition)
+    adopt(opts, state_dir.resolve(), run_id)
+    return opts
 
 
 def on_sighup(service: Any) -> None:

@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
     from hadar.runtime.cli import _Progress
     from hadar.runtime.run import check_writable
     from hadar.sim.trace import read_jobs
-    from hadar.slurm.run import run_on_slurm, write_outputs
+    from hadar.slurm.run import SlurmRun, run_on_slurm, write_outputs
 
     _check(args)
     profiles = load_profiles(args)
@@ -53,9 +53,9 @@ def main(args: argparse.Namespace) -> int:
         progress(e)
 
     try:
-        res = run_on_slurm(jobs, args.policy, work_dir=_work_dir(args), partition=args.partition,
-                           round_s=args.round_s, seed=args.seed, throughputs=table, on_event=on_event,
-                           profiles=profiles)
+        run = SlurmRun(_work_dir(args), partition=args.partition, round_s=args.round_s, seed=args.seed,
+                       throughputs=table)
+        res = run_on_slurm(jobs, args.policy, run, on_event=on_event, profiles=profiles)
     finally:
         progress.close()
     if args.out is not None:

@@ -63,33 +63,48 @@ class Submitted:
     state: JobState | None = None
 
 
-class SlurmExecutor(RayExecutor):
-    """Executes round plans as Slurm jobs (see the module docstring).
+@dataclass(frozen=True, slots=True)
+class SlurmOptions:
+    """A ``SlurmExecutor``'s settings. ``work_dir``: where leases' folders and checkpoints go (every node must see
+    it); ``partition``: where hadar's jobs go (None: every partition's GPU nodes); ``device``: ``auto`` (CUDA
+    where the lease finds it, else the CPU), ``cpu`` or ``cuda``; ``dilation``: set for emulated GPUs (a lease on
+    the CPU stretches its steps by its type's speed factor / dilation, as the Ray demo does; one on CUDA never);
+    ``given``: a throughput table given up front; the grace after a lease's deadline, the seed, the run id its
+    checkpoints and Slurm jobs carry (None: a new one) and the fork optimizer policy."""
 
-    ``slurm``: the commands; ``partition``: where hadar's jobs go (None: Slurm's default); ``work_dir``:
-    where leases' folders and checkpoints go (every node must see it); ``device``: ``auto`` (CUDA where
-    the lease finds it, else the CPU), ``cpu`` or ``cuda``; ``dilation``: set for emulated GPUs (a lease on the
-    CPU stretches its steps by its type's speed factor / dilation, as the Ray demo does; one on CUDA never).
+    work_dir: Path
+    partition: str | None = None
+    device: str = "auto"
+    dilation: float | None = None
+    given: ThroughputTable | None = None
+    grace_s: float = 30.0
+    seed: int = 0
+    run_id: str | None = None
+    fork_optimizer: str = "largest"
+
+
+class SlurmExecutor(RayExecutor):
+    """Executes round plans as Slurm jobs (see the module docstring), with ``options`` (``SlurmOptions``).
+
+    ``slurm``: the commands; ``cluster``: None to read it from sinfo; ``ratios``: None for the bundled table's.
     ``on_submitted(round, [(lease, Slurm id), ...])`` is called once a round's jobs are submitted, before
     their release."""
 
-    def __init__(self, slurm: Slurm, clock: Clock, *, work_dir: Path, ratios: SpeedRatios | None = None,
-                 partition: str | None = None, cluster: Cluster | None = None, dilation: float | None = None,
-                 given: ThroughputTable | None = None, device: str = "auto", grace_s: float = 30.0,
-                 seed: int = 0, run_id: str | None = None, fork_optimizer: str = "largest",
-                 on_event: Callable[[dict[str, Any]], None] | None = None,
+    def __init__(self, slurm: Slurm, clock: Clock, options: SlurmOptions, *, cluster: Cluster | None = None,
+                 ratios: SpeedRatios | None = None, on_event: Callable[[dict[str, Any]], None] | None = None,
                  on_submitted: Callable[[int, list[tuple[Lease, int]]], None] | None = None) -> None:
-        self.slurm, self.partition = slurm, partition
+        o = options
+        self.slurm, self.partition = slurm, o.partition
         self._partition_of: dict[str, str] = {}  # node -> the partition its leases go to
         cluster = cluster if cluster is not None else self.read_cluster()
         if ratios is None:
             ratios = SpeedRatios(ThroughputTable.load(), cluster.gpu_types)
-        work_dir = Path(work_dir).resolve()
+        work_dir = Path(o.work_dir).resolve()
         super().__init__(cluster, None, clock, checkpoint_dir=work_dir / "checkpoints", ratios=ratios,  # type: ignore[arg-type]
-                         dilation=dilation, given=given, log_dir=work_dir / "logs",
-                         on_event=on_event, grace_s=grace_s, seed=seed, fork_optimizer=fork_optimizer,
-                         run_id=run_id)
-        self.work_dir, self.device, self.on_submitted = work_dir, device, on_submitted
+                         dilation=o.dilation, given=o.given, log_dir=work_dir / "logs",
+                         on_event=on_event, grace_s=o.grace_s, seed=o.seed, fork_optimizer=o.fork_optimizer,
+                         run_id=o.run_id)
+        self.work_dir, self.device, self.on_submitted = work_dir, o.device, on_submitted
         slurm.retry_s = CONTROLLER_WAIT_S  # from now on, a restarting controller is waited for
         for sub in ("checkpoints", "logs", "leases"):
             (work_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -97,10 +112,12 @@ class SlurmExecutor(RayExecutor):
         self.records: list[dict[str, Any]] = []  # one per lease: job, copy, round, Slurm id, node, GPU type, state
         self.startup: dict[tuple[str, int], float] = {}  # (job type, GPUs) -> mean s from submission to first step
         self.path = (str(Path(hadar.__file__).resolve().parents[1]),)  # where the lease imports hadar from
+        self.round_base = 0  # added to round numbers in lease names (a restarted service continues its numbering)
 
     def read_cluster(self) -> Cluster:
         """The partition's GPU nodes from sinfo (``SlurmError`` if Slurm cannot be asked or has none)."""
         nodes = read_nodes(self.slurm.nodes(), self.partition)
+        self.members = {n.name: n.partitions for n in nodes}  # node -> its partitions
         for n in nodes:
             self._partition_of.setdefault(n.name, self.partition or (n.partitions[0] if n.partitions else ""))
         return to_cluster(nodes)
@@ -115,6 +132,8 @@ class SlurmExecutor(RayExecutor):
         pending = [self._dispatch(lease, budget, stats.round, fork=split.get(i)) for i, lease in enumerate(plan.leases)]
         self._release(pending, stats.round)
         stats.dispatch_s = elapsed_s(t0)
+        if self.on_dispatch is not None:
+            self.on_dispatch(stats.round, plan)
         self._wait(pending, budget + self.grace_s)
         outcomes = [self._outcomes(p) for p in pending]
         results = [self._collect(p, o, stats) for p, o in zip(pending, outcomes, strict=True)]
@@ -161,6 +180,7 @@ class SlurmExecutor(RayExecutor):
             p.error = f"a lease across nodes ({', '.join(nodes)}) is not supported on Slurm yet"
             return p
         spec = self._spec(info, lease, budget, round_no, fork, mode)
+        round_no += self.round_base
         folder = self.work_dir / "leases" / f"{self.run_id[:8]}-j{lease.job_id}-c{lease.copy}-r{round_no}-{mode}"
         deadline = time.time() + budget
         path = script.write_lease(folder, spec, deadline, self.device, path=(*self.path, *spec.search_path))

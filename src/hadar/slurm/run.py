@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +28,9 @@ from hadar.policies.profiles import PolicySpec
 from hadar.runtime import emulation, outputs
 from hadar.runtime.run import RuntimeResult, check_writable, prepare_jobs
 from hadar.runtime.tracker import ThroughputTracker
+from hadar.slurm import accounting
 from hadar.slurm.commands import Slurm
-from hadar.slurm.executor import SlurmExecutor
+from hadar.slurm.executor import SlurmExecutor, SlurmOptions
 from hadar.sources import Workload
 
 
@@ -40,22 +41,38 @@ class SlurmResult:
     result: RuntimeResult
     leases: list[dict[str, Any]]
     partition: str | None
+    usage: list[accounting.UsageRecord] = field(default_factory=list)  # sacct's, one row per Slurm job and GPU type
 
 
-def run_on_slurm(jobs: list[Job], policy: str, *, work_dir: Path, partition: str | None = None,
-                 conf: str | None = None, round_s: float = 30.0, seed: int = 0,
-                 throughputs: ThroughputTable | None = None, device: str = "auto",
-                 grace_s: float = 30.0, on_event: Callable[[dict[str, Any]], None] | None = None,
+@dataclass(frozen=True, slots=True)
+class SlurmRun:
+    """``run_on_slurm``'s settings: the work folder (leases and checkpoints: every node must see it), the
+    partition (None: every partition's GPU nodes), ``SLURM_CONF`` (None: as the environment says), the round
+    length, the seed, a throughput table given up front, the leases' device and the grace after a deadline."""
+
+    work_dir: Path
+    partition: str | None = None
+    conf: str | None = None
+    round_s: float = 30.0
+    seed: int = 0
+    throughputs: ThroughputTable | None = None
+    device: str = "auto"
+    grace_s: float = 30.0
+
+
+def run_on_slurm(jobs: list[Job], policy: str, run: SlurmRun, *,
+                 on_event: Callable[[dict[str, Any]], None] | None = None,
                  profiles: Mapping[str, PolicySpec] | None = None) -> SlurmResult:
     """Train ``jobs`` on Slurm under ``policy``. A lease that finds no CUDA device (``device`` ``auto``; or
     ``cpu``) runs on the CPU as an emulated GPU: its type's speed factor stretches its steps, with the
     dilation of the cluster's GPUs over this machine's cores, as the Ray demo does."""
     if not jobs:
         raise InputError("no jobs to run")
+    round_s, seed = run.round_s, run.seed
     if not round_s > 0:
         raise InputError(f"round length must be a positive number of seconds, got {round_s}")
-    slurm = Slurm(conf)
-    work_dir = check_writable(Path(work_dir), "work folder")
+    slurm = Slurm(run.conf)
+    work_dir = check_writable(Path(run.work_dir), "work folder")
     jobs = prepare_jobs(jobs)
     run_policy = policy_for_run(policy, seed=seed, profiles=profiles)
     pol = run_policy.policy
@@ -67,8 +84,9 @@ def run_on_slurm(jobs: list[Job], policy: str, *, work_dir: Path, partition: str
             on_event(e)
 
     clock = WallClock()
-    executor = SlurmExecutor(slurm, clock, work_dir=work_dir, partition=partition, given=throughputs,
-                             grace_s=grace_s, seed=seed, on_event=emit, device=device)
+    options = SlurmOptions(work_dir, partition=run.partition, device=run.device, given=run.throughputs,
+                           grace_s=run.grace_s, seed=seed)
+    executor = SlurmExecutor(slurm, clock, options, on_event=emit)
     cluster = executor.cluster
     shape = ThroughputTracker(cluster.gpu_types)
     for job in jobs:
@@ -84,11 +102,13 @@ def run_on_slurm(jobs: list[Job], policy: str, *, work_dir: Path, partition: str
     rows = job_rows(ledger)
     summary = summarize(ledger, rows, policy=run_policy.label, wall_s=stats.wall_s)
     summary.update(outputs.runtime_summary(stats, executor, ledger, 0, round_s))
-    summary.update(emulation_dilation=executor.dilation, slurm_partition=partition,
-                   slurm_jobs=len(executor.records), gpu_seconds=gpu_seconds(executor.records))
+    usage, why = accounting.of_leases(slurm, executor.records)  # sacct's typed records (why not: none kept)
+    summary.update(emulation_dilation=executor.dilation, slurm_partition=run.partition,
+                   slurm_jobs=len(executor.records), gpu_seconds=gpu_seconds(executor.records),
+                   sacct_gpu_seconds=None if why else accounting.by_job(usage), **({"sacct_error": why} if why else {}))
     result = RuntimeResult(summary, rows, executor.jobs, executor.tracker.table(), executor.tracker.mean_table(),
                            prior, executor.rounds, stats, events, executor.tracker.entries())
-    return SlurmResult(result, list(executor.records), partition)
+    return SlurmResult(result, list(executor.records), run.partition, usage)
 
 
 def gpu_seconds(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -101,8 +121,11 @@ def gpu_seconds(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def write_outputs(res: SlurmResult, folder: Path) -> None:
-    """``hadar run``'s outputs, plus ``leases.jsonl``: one line per lease (its Slurm job id, node, GPU type)."""
+    """``hadar run``'s outputs, plus ``leases.jsonl``: one line per lease (its Slurm job id, node, GPU type), and
+    ``accounting.csv`` where Slurm keeps accounting (sacct's GPU-seconds per Slurm job and GPU type)."""
     outputs.write_outputs(res.result, folder)
+    if res.usage:
+        accounting.write_csv(res.usage, Path(folder) / accounting.CSV)
     with (Path(folder) / "leases.jsonl").open("w") as f:
         for rec in res.leases:
             f.write(json.dumps(rec) + "\n")
