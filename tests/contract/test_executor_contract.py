@@ -332,5 +332,7 @@ def test_a_waiting_job_starts_when_a_lease_ends_early(harness: Harness) -> None:
     start, _, _ = out[n]
     _, finish0, _ = out[0]
     assert start is not None and finish0 is not None
-    assert start < jobs[0].arrival_s + 0.5 * h.round_s, "the waiting job waited for the round's planned end"
+    # job 0 ends a quarter in (later on a loaded machine, by its lease's start); the waiting job starts then,
+    # well before the round's planned end, where a job that waited for the boundary would start
+    assert start < jobs[0].arrival_s + 0.8 * h.round_s, "the waiting job waited for the round's planned end"
     assert start >= finish0 - h.time_slack_s
