@@ -34,13 +34,17 @@ system-deps:
 	.ci/install-slurm.sh
 
 # The 25 slowest tests are listed at the end, so that a test that grows slow shows up in every run.
+# TEST_WORKERS pytest-xdist workers run the tests side by side (most runtime, service and Slurm tests
+# wait on processes and rounds, not on the cores); the Slurm tests share one worker and one local
+# cluster (tests/conftest.py). TEST_WORKERS=0 runs them one after another in one process.
+TEST_WORKERS ?= 3
 test: $(VENV)/.full system-deps
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q --durations=25 -n $(TEST_WORKERS)
 
 # What runs without the runtime extra: tests marked `runtime` (Ray, torch) are deselected, and the
 # integration, runtime and service folders are left out (`make test` runs them).
 test-fast: $(VENV)/.core
-	$(BIN)/python -m pytest -q -m 'not runtime and not slurm' tests/unit tests/contract
+	$(BIN)/python -m pytest -q -m 'not runtime and not slurm' -n 2 tests/unit tests/contract
 
 bench: $(VENV)/.full
 	for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
