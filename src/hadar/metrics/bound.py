@@ -63,7 +63,7 @@ def _rates(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> Flo
 def isolated_durations_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> FloatArray:
     """m x n: seconds each job takes alone on ``W`` GPUs of each cluster type (inf where it cannot run)."""
     rates = _rates(jobs, cluster, table)
-    steps = np.array([j.total_steps for j in jobs], dtype=float)
+    steps = np.array([j.table_steps for j in jobs], dtype=float)
     return np.where(rates > 0, steps[:, None] / np.where(rates > 0, rates, 1.0), np.inf)
 
 
@@ -87,7 +87,7 @@ def ttd_lp_bound_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable
     """
     per_gpu = _rates(jobs, cluster, table) / np.array([j.scale_factor for j in jobs], dtype=float)[:, None] \
         if jobs else np.zeros((0, 0))
-    return min_time_lp(per_gpu, np.array([j.total_steps for j in jobs], dtype=float), cluster)[0]
+    return min_time_lp(per_gpu, np.array([j.table_steps for j in jobs], dtype=float), cluster)[0]
 
 
 def ttd_forking_bound_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *,
@@ -104,7 +104,7 @@ def ttd_forking_bound_s(jobs: Sequence[Job], cluster: Cluster, table: Throughput
     if not jobs:
         return 0.0
     per_gpu, caps = copy_limits(jobs, cluster, table)
-    return min_time_lp(per_gpu, np.array([j.total_steps for j in jobs], dtype=float), cluster,
+    return min_time_lp(per_gpu, np.array([j.table_steps for j in jobs], dtype=float), cluster,
                        np.array([j.arrival_s for j in jobs], dtype=float), job_caps=caps,
                        max_segments=max_segments)[0]
 
