@@ -111,3 +111,13 @@ def test_sia_import_scale_gpus_gives_a_range_and_a_rate_per_count(tmp_path) -> N
     assert table.scale_factors("bert (batch size 64)") == (1, 2, 3, 4)
     assert table.scale_factors("bert (batch size 32)") == tuple(range(1, 9))
     assert [j.gpu_range for j in read_jobs(tmp_path / "out" / "trace.csv")] == [(1, 4), (1, 8), (1, 1)]
+
+
+def test_counts_a_job_cannot_run_on_are_left_out() -> None:
+    """No rate on 1 GPU (too big a batch for one): the least count it can run on is 2; 3 GPUs (2's rate x 3/2)
+    add 0.5 a GPU, 4 (the same rate as 3) nothing more: 3."""
+    odd = "odd (batch size 400)"
+    table = ThroughputTable.from_gavel_json({"v100": {f"('{odd}', {k})": {"null": r} for k, r in
+                                                      ((1, 0.0), (2, 1.0), (4, 1.5))}})
+    view = JobView(0, odd, 2, 1.0, 0.0, 1e4, 1e4, table.row(odd, 2, ("v100",)), gpu_range=(1, 4))
+    assert [j.scale_factor for j in sized(SchedulerState(0.0, 360.0, CLUSTER, (view,), table)).jobs] == [3]

@@ -355,12 +355,14 @@ def done_at(job: Job) -> float:
 
 def _view(r: JobRecord) -> JobView:
     """The record's view for a snapshot (kept on the record until it changes; a job with an efficiency
-    profile sees its rates in reference steps/s at its progress); its fields in ``JobView``'s order
+    profile sees its rates in reference steps/s, its mean gain over the work left); its fields in ``JobView``'s order
     (tests/unit/test_frozen.py checks them against a view built by name)."""
     job = r.job
     rates, g = r.throughputs, 1.0
-    if job.efficiency is not None:  # reference steps/s: the table's steps times their gain where the job is now
-        g = job.efficiency.gain(1.0 - r.remaining / float(job.total_steps))
+    if job.efficiency is not None and r.remaining > 0:  # reference steps/s over what is left: the table's
+        total = float(job.total_steps)  # rates times the mean gain of the remaining work, so that
+        need = job.efficiency.steps_for(total - r.remaining, r.remaining, total)  # remaining / rate is its time
+        g = r.remaining / need if need > 0 else 1.0
         rates = tuple([x * g for x in rates])
     r.view = _job_view(
         job.job_id, job.job_type, job.scale_factor, job.priority_weight, job.arrival_s, float(job.total_steps),

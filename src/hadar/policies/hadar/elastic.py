@@ -5,6 +5,7 @@ at ``k`` over the GPU types with at least ``k`` GPUs (reference steps/s: the tab
 ``gain``). Rigid jobs keep their counts and are counted first: the GPUs they ask for are taken, every
 elastic job starts at its least count, and the GPUs left (``spare``) go, one step at a time, to the jump
 ``k -> k'`` with the most speedup per added GPU, ``(S(k') - S(k)) / (k' - k)`` with ``S(k) = G(k) / G(least)``
+(counts the job cannot run on left out; ``least``: the least count it can)
 (each job's speedup counts alike: the average-JCT objective), while it is positive and fits. A job that ran
 last round on ``p`` GPUs pays its restart to move: any other count's goodput is discounted by the share of a
 round its restore costs (``1 - restart_s / round``), so a change happens only where it is worth its restart.
@@ -57,17 +58,17 @@ def _goodput(state: SchedulerState, job: JobView, k: int) -> float:
 
 
 def _options(state: SchedulerState, job: JobView) -> dict[int, float]:
-    """Count -> speedup ``S`` over the least count (restart-discounted where the job would move)."""
+    """Count -> speedup ``S`` over the least count the job can run on (restart-discounted where the job
+    would move); counts it cannot run on (no rate on any type) are left out."""
     assert job.gpu_range is not None
     lo, hi = job.gpu_range
-    base = _goodput(state, job, lo)
+    goodput = {k: g for k in range(lo, hi + 1) if (g := _goodput(state, job, k)) > 0}
+    if not goodput:
+        return {job.scale_factor: 1.0}
+    base = goodput[min(goodput)]
     ran = len(job.previous_gpus)
     keep = 1.0 - min(job.restart_s / state.round_s, 1.0) if ran else 1.0
-    out = {}
-    for k in range(lo, hi + 1):
-        g = _goodput(state, job, k) / base if base > 0 else 0.0
-        out[k] = g if k == ran else g * keep
-    return out
+    return {k: g / base if k == ran else g / base * keep for k, g in goodput.items()}
 
 
 def _at(state: SchedulerState, job: JobView, k: int) -> JobView:
