@@ -63,8 +63,14 @@ def test_hadar_runs_an_elastic_job_on_the_count_it_chose_and_rigid_jobs_as_they_
     """2,160 steps: on 4 GPUs (3 steps/s) 720 s; rigid on its 1 GPU 2,160 s."""
     elastic = Job(job_id=0, job_type=TOY, scale_factor=1, total_steps=2160.0, gpu_range=(1, 4), restart_s=0.0)
     rigid = Job(job_id=0, job_type=TOY, scale_factor=1, total_steps=2160.0, restart_s=0.0)
-    assert simulate([elastic], CLUSTER, TABLE, "hadar").summary["avg_jct_s"] == pytest.approx(720.0)
-    assert simulate([rigid], CLUSTER, TABLE, "hadar").summary["avg_jct_s"] == pytest.approx(2160.0)
+    out = simulate([elastic], CLUSTER, TABLE, "hadar").summary
+    assert out["avg_jct_s"] == pytest.approx(720.0)
+    assert out["jct_bound_s"] == pytest.approx(720.0)  # the bound takes its best count (4 GPUs)
+    assert out["ttd_lp_bound_s"] == pytest.approx(540.0)  # per GPU best on 1 (1 step/s): 2,160 / 4 GPUs
+    out = simulate([rigid], CLUSTER, TABLE, "hadar").summary
+    assert out["avg_jct_s"] == pytest.approx(2160.0) and out["jct_bound_s"] == pytest.approx(2160.0)
+    # under another policy an elastic job runs rigid at its scale factor
+    assert simulate([elastic], CLUSTER, TABLE, "fifo").summary["avg_jct_s"] == pytest.approx(2160.0)
 
 
 def test_an_elastic_job_with_a_profile_is_credited_its_gain() -> None:
