@@ -4,6 +4,7 @@ change paying the restart), and ``hadar trace import sia --efficiency / --jobs s
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from hadar.model.throughput import ThroughputTable
 from hadar.policies.hadar.elastic import sized
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
+from tests.unit.test_cli import hadar
 
 TOY = "toy (batch size 200)"
 DATA = Path(__file__).parent / "data" / "sia"
@@ -127,3 +129,18 @@ def test_counts_a_job_cannot_run_on_are_left_out() -> None:
                                                       ((1, 0.0), (2, 1.0), (4, 1.5))}})
     view = JobView(0, odd, 2, 1.0, 0.0, 1e4, 1e4, table.row(odd, 2, ("v100",)), gpu_range=(1, 4))
     assert [j.scale_factor for j in sized(SchedulerState(0.0, 360.0, CLUSTER, (view,), table)).jobs] == [3]
+
+
+def test_the_cli_runs_scale_gpus_jobs_sooner_than_rigid_ones_under_hadar(tmp_path) -> None:
+    """The fixture's three bert jobs on Sia's 64 GPUs: rigid, each holds its own count; scale-gpus, Hadar gives
+    the idle GPUs to them, and the runs describe the same work (the profile's steps alone = the rigid ones)."""
+    got = {}
+    for kind in ("rigid", "scale-gpus"):
+        out = tmp_path / kind
+        assert main(["trace", "import", "sia", str(DATA / "workloads" / "tiny.csv"), "--sia-dir", str(DATA),
+                     "--out-dir", str(out), "--jobs", kind]) == 0
+        got[kind] = json.loads(hadar("simulate", "--trace", str(out / "trace.csv"), "--throughputs",
+                                     str(out / "throughputs.json"), "--cluster", str(out / "cluster.yaml"),
+                                     "--policy", "hadar", "--json").stdout)
+    assert got["rigid"]["jobs_completed"] == got["scale-gpus"]["jobs_completed"] == 3
+    assert got["scale-gpus"]["avg_jct_s"] < got["rigid"]["avg_jct_s"]
