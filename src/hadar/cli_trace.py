@@ -31,7 +31,8 @@ def add_parser(sub: Any) -> None:
         _add_common(q)
     sia = fmt.add_parser("sia", help="a Sia (SOSP'23) workload with its model profiles",
                          description="A Sia workload (name,time,application,num_replicas,batch_size) as rigid "
-                         "jobs: OUT/trace.csv (with restart_s), OUT/throughputs.json, OUT/cluster.yaml (docs/sia.md).")
+                         "(default) or scale-gpus jobs: OUT/trace.csv (with restart_s), OUT/throughputs.json, "
+                         "OUT/cluster.yaml (docs/sia.md).")
     sia.add_argument("file", type=Path, help="the workload, e.g. SIA_DIR/workloads/philly/workload-1.csv")
     sia.add_argument("--sia-dir", type=Path, required=True, help="Sia's sia-simulator folder (its traces/ profiles)")
     sia.add_argument("--out-dir", type=Path, required=True, help="folder to write trace.csv, throughputs.json, "
