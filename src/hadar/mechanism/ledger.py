@@ -354,13 +354,21 @@ def done_at(job: Job) -> float:
 
 
 def _view(r: JobRecord) -> JobView:
-    """The record's view for a snapshot (kept on the record until it changes); its fields in
-    ``JobView``'s order (tests/unit/test_frozen.py checks them against a view built by name)."""
+    """The record's view for a snapshot (kept on the record until it changes; a job with an efficiency
+    profile sees its rates in reference steps/s, its mean gain over the work left); its fields in ``JobView``'s order
+    (tests/unit/test_frozen.py checks them against a view built by name)."""
     job = r.job
+    rates, g = r.throughputs, 1.0
+    if job.efficiency is not None and r.remaining > 0:  # reference steps/s over what is left: the table's
+        total = float(job.total_steps)  # rates times the mean gain of the remaining work, so that
+        need = job.efficiency.steps_for(total - r.remaining, r.remaining, total)  # remaining / rate is its time
+        g = r.remaining / need if need > 0 else 1.0
+        rates = tuple([x * g for x in rates])
     r.view = _job_view(
         job.job_id, job.job_type, job.scale_factor, job.priority_weight, job.arrival_s, float(job.total_steps),
-        r.remaining, r.throughputs, r.first_start_s, r.attained_gpu_s, r.prev_gpus,
+        r.remaining, rates, r.first_start_s, r.attained_gpu_s, r.prev_gpus,
         job.restart_s if job.restart_s is not None else  # = r.restart_s
-        (r.measured_restart_s if r.measured_restart_s is not None else 0.0), r.restoring, job.slo, job.entity)
+        (r.measured_restart_s if r.measured_restart_s is not None else 0.0), r.restoring, job.slo, job.entity, g,
+        job.gpu_range)
     return r.view
 

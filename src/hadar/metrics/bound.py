@@ -6,6 +6,8 @@ against them:
 - **JCT bound**: mean over jobs of the isolated time on the job's best GPU
   type, ``N_j / max_r X[type_j, W_j, r]`` (no non-forking scheduler can
   finish a job sooner). ``stretch = avg JCT / JCT bound`` (1.0 is perfect).
+  An elastic job counts at its best count (per GPU, for the TTD LP) of its
+  range; a job with an efficiency profile, as the table steps it needs.
 - **TTD bound** (no forking): the larger of
   (a) the LP bound: the least T such that fractional GPU-time serves every
   job's steps, a GPU-second of type r earning ``X[type, W, r] / W`` steps
@@ -53,17 +55,27 @@ class Bounds:
                 "ttd_lp_bound_s": self.ttd_lp_s, "ttd_arrival_bound_s": self.ttd_arrival_s}
 
 
-def _rates(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> FloatArray:
-    """m x n whole-job steps/s on ``W`` GPUs of each cluster type."""
+def _rates(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, per_gpu: bool = False) -> FloatArray:
+    """m x n whole-job steps/s on ``W`` GPUs of each cluster type (``per_gpu``: divided by ``W``); an
+    elastic job (``gpu_range``) at its best count of the range that the type has GPUs for."""
     types = cluster.gpu_types
-    return np.array([[table.get(j.job_type, j.scale_factor, t) for t in types]
-                     for j in jobs], dtype=float).reshape(len(jobs), len(types))
+    out = np.array([[table.get(j.job_type, j.scale_factor, t) for t in types]
+                    for j in jobs], dtype=float).reshape(len(jobs), len(types))
+    if per_gpu:
+        out = out / np.array([j.scale_factor for j in jobs], dtype=float)[:, None] if jobs else out
+    for i, j in enumerate(jobs):
+        if j.gpu_range is not None:
+            for r, t in enumerate(types):
+                ks = range(j.gpu_range[0], min(j.gpu_range[1], cluster.count(t)) + 1)
+                out[i, r] = max((table.rate_on(j.job_type, k, t) / (k if per_gpu else 1) for k in ks),
+                                default=out[i, r])
+    return out
 
 
 def isolated_durations_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable) -> FloatArray:
     """m x n: seconds each job takes alone on ``W`` GPUs of each cluster type (inf where it cannot run)."""
     rates = _rates(jobs, cluster, table)
-    steps = np.array([j.total_steps for j in jobs], dtype=float)
+    steps = np.array([j.table_steps for j in jobs], dtype=float)
     return np.where(rates > 0, steps[:, None] / np.where(rates > 0, rates, 1.0), np.inf)
 
 
@@ -85,9 +97,8 @@ def ttd_lp_bound_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable
     Variables y_jr (GPU-seconds of type r for job j) and T; minimize T s.t.
     sum_r y_jr * X[j,W,r]/W >= N_j and sum_j y_jr <= C_r * T.
     """
-    per_gpu = _rates(jobs, cluster, table) / np.array([j.scale_factor for j in jobs], dtype=float)[:, None] \
-        if jobs else np.zeros((0, 0))
-    return min_time_lp(per_gpu, np.array([j.total_steps for j in jobs], dtype=float), cluster)[0]
+    per_gpu = _rates(jobs, cluster, table, per_gpu=True) if jobs else np.zeros((0, 0))
+    return min_time_lp(per_gpu, np.array([j.table_steps for j in jobs], dtype=float), cluster)[0]
 
 
 def ttd_forking_bound_s(jobs: Sequence[Job], cluster: Cluster, table: ThroughputTable, *,
@@ -104,7 +115,7 @@ def ttd_forking_bound_s(jobs: Sequence[Job], cluster: Cluster, table: Throughput
     if not jobs:
         return 0.0
     per_gpu, caps = copy_limits(jobs, cluster, table)
-    return min_time_lp(per_gpu, np.array([j.total_steps for j in jobs], dtype=float), cluster,
+    return min_time_lp(per_gpu, np.array([j.table_steps for j in jobs], dtype=float), cluster,
                        np.array([j.arrival_s for j in jobs], dtype=float), job_caps=caps,
                        max_segments=max_segments)[0]
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hadar.errors import InputError
+from hadar.model.efficiency import Efficiency
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,11 @@ class Job:
     given: the run's default (``--restart-s``, else 0, as Gavel's simulator). ``slo``: Gavel's SLO factor
     (the job should finish within ``slo`` times its run time alone on its fastest type; None = none).
     ``entity``: who the job belongs to (a team); hierarchical fairness shares between entities first.
+    ``efficiency``: its statistical-efficiency profile (``model/efficiency.py``); then ``total_steps`` are
+    reference steps (at the profile's reference batch) and the world credits each step at the batch used
+    its gain; None = every step counts one (as Gavel's world). ``gpu_range``: ``(least, most)`` GPUs an
+    elastic job may run on (``scale_factor`` within it; a policy that sizes jobs picks the count each
+    round, every change paying ``restart_s``); None = rigid, always ``scale_factor``.
     """
 
     job_id: int
@@ -85,6 +91,8 @@ class Job:
     extra: tuple[tuple[str, str], ...] = ()
     restart_s: float | None = None
     entity: str = ""  # the team/tenant it belongs to (hierarchical fairness); "" = none named
+    efficiency: Efficiency | None = None
+    gpu_range: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         where = self.origin or f"job {self.job_id} ({self.job_type})"
@@ -101,6 +109,9 @@ class Job:
             raise InputError(f"{where}: priority weight must be positive, got {self.priority_weight}")
         if self.restart_s is not None:
             check_restart_s(self.restart_s, where)
+        if self.gpu_range is not None and not (1 <= self.gpu_range[0] <= self.scale_factor <= self.gpu_range[1]):
+            raise InputError(f"{where}: want 1 <= min_gpus <= scale_factor <= max_gpus, got {self.gpu_range[0]} <= "
+                             f"{self.scale_factor} <= {self.gpu_range[1]}")
         if self.slo is not None and not (math.isfinite(self.slo) and self.slo > 0):
             raise InputError(f"{where}: slo must be a positive number (a factor of the job's run time), got {self.slo}")
 
@@ -108,6 +119,13 @@ class Job:
     def restart_cost_s(self) -> float:
         """``restart_s``, 0 where not given."""
         return 0.0 if self.restart_s is None else self.restart_s
+
+    @property
+    def table_steps(self) -> float:
+        """Steps of the throughput table (at the job's own batch) it needs alone: ``total_steps`` unless it
+        has an efficiency profile."""
+        e = self.efficiency
+        return float(self.total_steps) if e is None else e.steps_for(0.0, self.total_steps, self.total_steps)
 
     @property
     def key(self) -> tuple[str, int]:

@@ -37,6 +37,8 @@ class JobView:
     restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, s): restores a cut round left unfinished
     slo: float | None = None  # the job's SLO factor (``Job.slo``; deadline = arrival + slo x its fastest run time)
     entity: str = ""  # who the job belongs to (``Job.entity``; hierarchical fairness), "" = nobody named
+    gain: float = 1.0  # reference steps a table step makes, on average over the work left (``throughputs`` include it)
+    gpu_range: tuple[int, int] | None = None  # an elastic job's (least, most) GPUs (``Job.gpu_range``); None: rigid
 
     def owed_s(self, gpus: tuple[int, ...]) -> float:
         """Restore time still owed by a lease on exactly ``gpus`` that the last round cut short (else 0)."""

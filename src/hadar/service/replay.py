@@ -101,8 +101,10 @@ def replay(opts: ReplayOptions) -> ReplayResult:
         jobs, resumed = _jobs(store, opts)
         validate_jobs(list(jobs.values()), opts.cluster, opts.table, spans_types=run.policy.traits.spans_types)
         recorder = ReplayRecorder(store, EventLog(store), opts.stop_after)
-        engine, ledger = wire(run.policy, opts.cluster, opts.table, SimulatedExecutor(opts.cluster, opts.table),
-                              VirtualClock(), round_s=opts.round_s, seed=opts.seed,
+        executor = SimulatedExecutor(opts.cluster, opts.table)
+        executor.admit(list(jobs.values()))  # every job's efficiency profile, resumed ones' too
+        engine, ledger = wire(run.policy, opts.cluster, opts.table, executor, VirtualClock(),
+                              round_s=opts.round_s, seed=opts.seed,
                               hooks=Hooks(on_progress=opts.progress, recorder=recorder))
         source = _resume(store, engine, ledger, jobs) if resumed else Workload(sorted(jobs.values(), key=_order))
         try:

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 from hadar.model.cluster import Cluster
+from hadar.model.efficiency import Efficiency
 from hadar.model.frozen import builder
 from hadar.model.job import Job
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
@@ -37,6 +38,13 @@ class SimulatedExecutor:
     Forked copies (HadarE: several leases of one job in a round) are credited
     ``fork_efficiency.factor(job type, k)`` x their steps (k copies; default
     ``IDEAL``: factor 1, every copy's steps count in full).
+
+    Statistical progress: a job with an efficiency profile (``Job.efficiency``, learnt at ``admit``) has
+    ``total_steps`` in reference steps; its lease makes ``floor(rate * round)`` of the table's steps (at
+    the job's batch), credited ``Efficiency.credit`` reference steps (``r`` per step, exact across changes
+    of the noise scale), and stops when the credit reaches ``max_steps``. Its progress is read from the
+    lease: ``total - max_steps`` reference steps done. Forked copies of such a job are credited ``r`` at
+    the round's starting progress.
     """
 
     def __init__(self, cluster: Cluster, table: ThroughputTable, world: World = WORLD) -> None:
@@ -47,20 +55,30 @@ class SimulatedExecutor:
         self.charge_restarts = world.charge_restarts
         self.fork_efficiency = world.fork_efficiency
         self._cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
+        self._profiles: dict[int, tuple[Efficiency, float]] = {}  # job id -> (profile, total reference steps)
 
     def estimate_rate(self, lease: Lease) -> float:
         """The simulated rate is exact: the lease makes exactly this many steps/s (``rate``'s cache read
         inline: the engine asks for every lease of every round it may cut)."""
         rate = self._cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
-        return self.rate(lease) if rate is None else rate
+        if rate is None:
+            rate = self.rate(lease)
+        if self._profiles and lease.job_id in self._profiles and rate > 0:  # its mean rate over what is left
+            eff, total = self._profiles[lease.job_id]
+            need = eff.steps_for(total - lease.max_steps, lease.max_steps, total)
+            return rate * lease.max_steps / need if need > 0 else rate
+        return rate
 
     def cluster_view(self) -> None:
         """A simulated cluster never changes."""
         return
 
     def admit(self, jobs: list[Job]) -> None:
-        """The run's table is the simulated world's: it holds every job's rows already."""
-        return
+        """The run's table is the simulated world's: it holds every job's rows already; the jobs'
+        efficiency profiles are noted (their steps are credited by them)."""
+        for job in jobs:
+            if job.efficiency is not None:
+                self._profiles[job.job_id] = (job.efficiency, float(job.total_steps))
 
     def rate(self, lease: Lease) -> float:
         """Steps/s of the lease (cached per job type, scale factor and GPU set)."""
@@ -85,6 +103,8 @@ class SimulatedExecutor:
             # a HadarE copy may use k < W GPUs with no k entry: the table's rule for that
             return self.table.rate_on(lease.job_type, k, t)
         w = lease.scale_factor
+        if k != w and self.table.has(lease.job_type, k):  # an elastic job on another count than it asked for
+            w = k
         if self.rate_model == "sync":
             return min(self.table.get(lease.job_type, w, t) for t in types)
         return sum(n * self.table.get(lease.job_type, w, t) / w for t, n in types.items())
@@ -123,6 +143,7 @@ class SimulatedExecutor:
         results: list[LeaseResult] = []
         add, floor, build = results.append, math.floor, _result
         end = None  # the latest end (the first of equal ones, as max() picks)
+        profiles = self._profiles
         for lease in plan.leases:  # the hot loop of a simulation: ``rate``'s cache read inline
             rate = cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
             if rate is None:
@@ -136,6 +157,9 @@ class SimulatedExecutor:
             if rate <= 0:
                 done = start_s
                 add(build(lease.job_id, lease.copy, lease.gpus, 0.0, done, False, {}, "", False, left))
+            elif profiles and lease.job_id in profiles:
+                credited, done = self._credited(lease, rate, run_s, start)
+                add(build(lease.job_id, lease.copy, lease.gpus, credited, done, False, {}, "", False, left))
             else:
                 steps = min(floor(rate * run_s), lease.max_steps)
                 if steps <= 0:
@@ -156,11 +180,27 @@ class SimulatedExecutor:
             return _result(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s, False, {}, "", False, 0.0)
         run_s = max(0.0, plan.duration_s - lost_s)
         start = plan.start_s + min(lost_s, plan.duration_s)
+        if lease.job_id in self._profiles:
+            credited, end = self._credited(lease, rate, run_s, start)
+            return _result(lease.job_id, lease.copy, lease.gpus, credited, end, False, {}, "", False, 0.0)
         steps = min(math.floor(rate * run_s), lease.max_steps)
         if steps <= 0:
             steps = min(rate * run_s, lease.max_steps)
         return _result(lease.job_id, lease.copy, lease.gpus, float(steps), start + steps / rate, False, {}, "", False,
                        0.0)
+
+    def _credited(self, lease: Lease, rate: float, run_s: float, start: float) -> tuple[float, float]:
+        """(reference steps credited, end time) of a profiled job's lease running ``run_s`` from ``start``
+        at ``rate`` table steps/s: whole steps, as unprofiled leases make; stopped at ``max_steps``."""
+        eff, total = self._profiles[lease.job_id]
+        done = total - lease.max_steps
+        steps = float(math.floor(rate * run_s))
+        if steps <= 0:
+            steps = rate * run_s
+        credited = eff.credit(done, steps, total)
+        if credited >= lease.max_steps:
+            credited, steps = lease.max_steps, eff.steps_for(done, lease.max_steps, total)
+        return credited, start + steps / rate
 
     def _run_copies(self, leases: list[Lease], plan: RoundPlan, lost: list[float]) -> list[LeaseResult]:
         """Forked copies of one job (HadarE) share its remaining steps.
@@ -171,6 +211,9 @@ class SimulatedExecutor:
         sees the job finish), at the time t where sum of rate x (t - restore) reaches the remaining steps.
         """
         eff = self.fork_efficiency.factor(leases[0].job_type, len(leases))
+        if leases[0].job_id in self._profiles:  # r at the round's starting progress, each copy at the job's batch
+            profile, total = self._profiles[leases[0].job_id]
+            eff *= profile.gain((total - min(x.max_steps for x in leases)) / total)
         rates = [self.rate(lease) * eff for lease in leases]
         remaining = min(lease.max_steps for lease in leases)
         d = [min(x, plan.duration_s) for x in lost]

@@ -145,7 +145,7 @@ def slo_summary(jobs: list[Job], rows: list[JobRow], cluster: Cluster, table: Th
     for j in with_slo:
         best = max(table.row(j.job_type, j.scale_factor, cluster.gpu_types), default=0.0)
         got = jct.get(j.job_id)
-        if got is None or best <= 0 or got > (j.slo or 0.0) * j.total_steps / best:
+        if got is None or best <= 0 or got > (j.slo or 0.0) * j.table_steps / best:
             missed += 1
     return {"slo_jobs": len(with_slo), "slo_missed": missed}
 

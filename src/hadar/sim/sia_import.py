@@ -9,6 +9,13 @@ A Sia workload is a CSV ``name,time,application,num_replicas,batch_size`` (Sia's
   cluster that can run the job); another type's rate is scaled so that its time to finish is its own
   iterations at its own seconds per iteration (the batch a type really runs can differ by rounding);
 - ``restart_s`` the model's restore time in Sia's simulator.
+
+With ``efficiency`` (and for ``scale-gpus`` jobs) each job carries its efficiency profile instead
+(``model/efficiency.py``): ``total_steps`` the model's final progress in reference steps (Sia's smallest
+validated batch), ``noise_scale`` its ``Bn`` per epoch at the batch the reference type runs, the world
+crediting the gain per step. ``scale-gpus`` jobs (Sia's meaning: the GPU count varies from 1 to the row's,
+the batch stays) give ``min_gpus``/``max_gpus`` and rates for every count of that range (ncf stays rigid,
+as in Sia).
 """
 
 from __future__ import annotations
@@ -20,11 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hadar.errors import InputError
-from hadar.sim.sia_profiles import CLUSTER, MODELS, GpuKind, SiaProfile, rigid_run
+from hadar.model.efficiency import format_points
+from hadar.sim.sia_profiles import CLUSTER, MODELS, GpuKind, RigidRun, SiaProfile, rigid_run
 
 WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 TRACE_COLUMNS = ("job_type", "scale_factor", "total_steps", "arrival_s", "restart_s", "sia_name", "application",
                  "batch_size")
+#: the columns a job with an efficiency profile adds, and an elastic one's GPU range
+EFFICIENCY_COLUMNS = ("noise_scale", "ref_batch", "batch")
+ELASTIC_COLUMNS = ("min_gpus", "max_gpus")
+JOB_KINDS = ("rigid", "scale-gpus")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,40 +90,62 @@ def _job(rec: Mapping[str, str | None], where: str, line: int) -> SiaJob:
     return SiaJob(line, str(rec["name"]).strip(), time_s, model, int(gpus_f), int(batch_f))
 
 
-def job_rates(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind]) -> tuple[float, dict[str, float]]:
-    """(total steps, steps/s per GPU type) of one job; steps are the reference type's iterations."""
-    runs = {k.name: rigid_run(profile, k, job.gpus, job.batch) for k in kinds
-            if job.gpus <= k.per_node * k.nodes}
-    able = [r for r in runs.values() if r is not None]
+def _runs(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind], gpus: int) -> dict[str, RigidRun | None]:
+    return {k.name: rigid_run(profile, k, gpus, job.batch) for k in kinds if gpus <= k.per_node * k.nodes}
+
+
+def reference_run(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind]) -> RigidRun:
+    """The job at its own GPU count on the first type of the cluster that can run it (its steps' unit)."""
+    able = [r for r in _runs(job, profile, kinds, job.gpus).values() if r is not None]
     if not able:
         raise InputError(f"line {job.line}: {job.model} on {job.gpus} GPU(s) at batch {job.batch} "
                          "has no profile on any GPU type of the cluster")
-    steps = able[0].iterations
+    return able[0]
+
+
+def job_rates(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind],
+              gpus: int | None = None) -> tuple[float, dict[str, float]]:
+    """(total steps, steps/s per GPU type) of one job on ``gpus`` GPUs (default: its own count); steps are
+    the reference run's iterations, whatever the count."""
+    steps = reference_run(job, profile, kinds).iterations
+    runs = _runs(job, profile, kinds, job.gpus if gpus is None else gpus)
     rates = {k.name: 0.0 if runs.get(k.name) is None else steps / runs[k.name].seconds  # type: ignore[union-attr]
              for k in kinds}
     return steps, rates
 
 
-def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER) -> tuple[
-        list[dict[str, str]], dict[str, dict[str, dict[str, float]]]]:
-    """(trace rows in arrival order, Gavel-format throughput table) of a Sia workload."""
+def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER, *, jobs: str = "rigid",
+               efficiency: bool = False) -> tuple[list[dict[str, str]], dict[str, dict[str, dict[str, float]]]]:
+    """(trace rows in arrival order, Gavel-format throughput table) of a Sia workload; ``jobs``: every job
+    ``rigid`` or ``scale-gpus``; ``efficiency``: rows carry efficiency profiles (implied by ``scale-gpus``)."""
+    if jobs not in JOB_KINDS:
+        raise InputError(f"--jobs: unknown kind {jobs!r} (known: {', '.join(JOB_KINDS)})")
     traces = sia_dir / "traces"
     if not traces.is_dir():
         raise InputError(f"--sia-dir: no traces/ folder in {sia_dir} (want Sia's sia-simulator folder)")
-    jobs = sorted(read_workload(workload), key=lambda j: (j.time_s, j.line))
+    ordered = sorted(read_workload(workload), key=lambda j: (j.time_s, j.line))
     profiles: dict[str, SiaProfile] = {}
     table: dict[str, dict[str, dict[str, float]]] = {k.name: {} for k in kinds}
     rows = []
-    for job in jobs:
+    for job in ordered:
         if job.model not in profiles:
             profiles[job.model] = SiaProfile(traces / job.model, job.model)
-        steps, rates = job_rates(job, profiles[job.model], kinds)
-        key = f"('{job.job_type}', {job.gpus})"
-        for name, rate in rates.items():
-            table[name][key] = {"null": rate}
-        rows.append({"job_type": job.job_type, "scale_factor": str(job.gpus), "total_steps": repr(steps),
-                     "arrival_s": repr(job.time_s), "restart_s": repr(MODELS[job.model].restart_s),
-                     "sia_name": job.name, "application": job.model, "batch_size": str(job.batch)})
+        profile = profiles[job.model]
+        elastic = jobs == "scale-gpus" and job.model != "ncf"  # Sia keeps ncf at one GPU count
+        for n in range(1, job.gpus + 1) if elastic else (job.gpus,):
+            steps, rates = job_rates(job, profile, kinds, n)
+            for name, rate in rates.items():
+                table[name][f"('{job.job_type}', {n})"] = {"null": rate}
+        row = {"job_type": job.job_type, "scale_factor": str(job.gpus), "total_steps": repr(steps),
+               "arrival_s": repr(job.time_s), "restart_s": repr(MODELS[job.model].restart_s),
+               "sia_name": job.name, "application": job.model, "batch_size": str(job.batch)}
+        if efficiency or jobs != "rigid":
+            ref = reference_run(job, profile, kinds)
+            row.update(total_steps=repr(profile.curve.progress[-1]), noise_scale=format_points(
+                profile.noise_points(ref.batch)), ref_batch=str(profile.curve.batches[0]), batch=str(ref.batch))
+        if elastic:
+            row.update(min_gpus="1", max_gpus=str(job.gpus))
+        rows.append(row)
     return rows, table
 
 
@@ -131,7 +165,8 @@ def write_import(rows: Sequence[Mapping[str, str]], table: Mapping[str, object],
         raise InputError(f"--out-dir: folder not found: {out_dir.parent}")
     out_dir.mkdir(exist_ok=True)
     with (out_dir / "trace.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(TRACE_COLUMNS))
+        names = list(TRACE_COLUMNS) + [c for c in EFFICIENCY_COLUMNS + ELASTIC_COLUMNS if rows and c in rows[0]]
+        w = csv.DictWriter(f, fieldnames=names)
         w.writeheader()
         w.writerows(rows)
     (out_dir / "throughputs.json").write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")

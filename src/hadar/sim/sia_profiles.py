@@ -194,6 +194,30 @@ class SiaProfile:
         scale = batch / bs[0]
         return (var + sqr) / (var / scale + sqr)
 
+    def noise_scale(self, batch: float, epoch: int) -> float:
+        """``Bn = M0 * var / sqr`` (``M0`` the smallest validated batch) in ``epoch`` at global ``batch``: the
+        noise scale that gives ``gain`` (``inf`` where ``sqr`` is 0; 0 where ``var`` is)."""
+        bs = self.curve.batches
+        lo = max(b for b in bs if b <= batch)
+        hi = min(b for b in bs if b >= batch)
+        w = 0.0 if hi == lo else (batch - lo) / (hi - lo)
+        sqr, var = ((1 - w) * self.curve.grad[lo][i][epoch] + w * self.curve.grad[hi][i][epoch] for i in (0, 1))
+        if var <= 0:
+            return 0.0
+        return math.inf if sqr <= 0 else bs[0] * var / sqr
+
+    def noise_points(self, batch: float) -> tuple[tuple[float, float], ...]:
+        """``(fraction of the final progress, Bn)`` per epoch at global ``batch``, from where each epoch
+        starts (an epoch that adds no progress is left out)."""
+        total = self.curve.progress[-1]
+        out: list[tuple[float, float]] = []
+        start = 0.0
+        for e, reached in enumerate(self.curve.progress):
+            if reached > start:
+                out.append((start / total, self.noise_scale(batch, e)))
+                start = reached
+        return tuple(out) or ((0.0, self.noise_scale(batch, 0)),)
+
     def iterations(self, batch: float) -> float:
         """Iterations a rigid job at global ``batch`` needs to finish the model's epochs."""
         done, total = 0.0, 0.0

@@ -12,6 +12,7 @@ import yaml
 
 from hadar.errors import InputError
 from hadar.job.spec import TRAIN_FIELDS, job_fields
+from hadar.model.efficiency import Efficiency, default_efficiency, family_of, parse_points
 from hadar.model.job import Job
 
 GAVEL_COLUMNS = 10
@@ -111,7 +112,8 @@ def _job(job_id: int, job_type: str, sf: float, steps: float, arrival: float, we
                priority_weight=weight, origin=where, **extra)  # type: ignore[arg-type]
 
 
-_FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight", "restart_s", "slo", "entity")
+_FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight", "restart_s", "slo", "entity",
+           "noise_scale", "ref_batch", "batch", "min_gpus", "max_gpus")
 
 
 def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None, *, carry: bool = False) -> Job:
@@ -141,7 +143,43 @@ def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None,
     entity = rec.get("entity")
     return _job(job_id, job_type, num["scale_factor"], num["total_steps"], num["arrival_s"],
                 num["priority_weight"], where, train=train, extra=extra, restart_s=restart_s,
-                slo=None if slo_v is None or slo_v < 0 else slo_v, entity="" if entity is None else str(entity).strip())
+                slo=None if slo_v is None or slo_v < 0 else slo_v, entity="" if entity is None else str(entity).strip(),
+                efficiency=efficiency_of(rec, job_type, where),
+                gpu_range=gpu_range_of(rec, int(num["scale_factor"]), where))
+
+
+def gpu_range_of(rec: dict, scale: int, where: str) -> tuple[int, int] | None:
+    """An elastic job's ``(min_gpus, max_gpus)`` (a missing end: 1, or the job's ``scale_factor``); None
+    where it gives neither."""
+    lo, hi = (rec.get(k) for k in ("min_gpus", "max_gpus"))
+    if lo in (None, "") and hi in (None, ""):
+        return None
+    ends = [1 if lo in (None, "") else _number(str(lo), "min_gpus", where, integer=True),
+            scale if hi in (None, "") else _number(str(hi), "max_gpus", where, integer=True)]
+    return int(ends[0]), int(ends[1])
+
+
+def efficiency_of(rec: dict, job_type: str, where: str) -> Efficiency | None:
+    """A job's efficiency profile from its ``noise_scale`` (``default``: its family's; else ``BN`` or
+    ``FRACTION:BN`` pairs), ``ref_batch`` (M0) and ``batch`` (default: the job type's, else M0); None
+    without ``noise_scale``."""
+    text = str(rec.get("noise_scale") or "").strip()
+    given = [k for k in ("ref_batch", "batch") if rec.get(k) not in (None, "")]
+    if not text:
+        if given:
+            raise InputError(f"{where}: {given[0]} without noise_scale")
+        return None
+    batch = None if rec.get("batch") in (None, "") else _number(str(rec["batch"]), "batch", where)
+    try:
+        if text == "default":
+            return default_efficiency(job_type, where, batch)
+        if rec.get("ref_batch") in (None, ""):
+            raise InputError("noise_scale needs ref_batch (the batch its steps are counted at)")
+        ref = _number(str(rec["ref_batch"]), "ref_batch", where)
+        return Efficiency(ref, (family_of(job_type)[1] or ref) if batch is None else batch, parse_points(text, where))
+    except InputError as e:
+        msg = str(e)
+        raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 
 def with_restart_s(job: Job, default_s: float) -> Job:

@@ -17,7 +17,8 @@ change keeps exactly its GPUs: no restart); a job's restart cost (its own
 the round a checkpoint restore would cost. With ``share=True`` a job still
 waiting may then buy a shared slot on a placed job's GPUs (share.py); the
 allocation gives such pairs in ``pairs`` and the placement planner puts
-both on the same GPUs.
+both on the same GPUs. Elastic jobs (a ``gpu_range``) are first sized by goodput (elastic.py) and then
+placed as gangs of the count chosen.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from hadar.arrays import BoolArray, FloatArray, IntArray
 from hadar.errors import InputError
 from hadar.model.state import Allocation, SchedulerState
 from hadar.policies.base import PolicyTraits, RateModel
-from hadar.policies.hadar import gangs, groups
+from hadar.policies.hadar import elastic, gangs, groups
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Horizon, Work, horizon, horizon_s, jct_plan, round_plan
 from hadar.policies.hadar.pace import Shield
@@ -86,6 +87,7 @@ class HadarPolicy:
 
     # -- the round's decision ------------------------------------------------------
     def allocate(self, state: SchedulerState) -> Allocation:
+        state = elastic.sized(state)  # elastic jobs at the GPU counts their goodput earns (elastic.py)
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
