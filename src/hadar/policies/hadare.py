@@ -38,6 +38,8 @@ lets an arrival end a round whose GPUs are all leased while a job runs as
 copies, and a completion ends the round while other jobs remain (they fork
 onto the freed GPUs); the engine cuts the round there (``engine.py``).
 
+Every step decides on GPUs per node (a job's ``Layout``), never on GPU ids: Hadar's counts per
+type become nodes by ``placement.node_layout``, and the forking planner alone picks the ids.
 The allocation's ``copies`` hold every copy of every job as (node, GPUs);
 its ``fractions`` are GPUs of each type / max(GPUs held, W), so the usual
 contract (per-job sum <= 1, per-type W x fraction <= GPUs of the type)
