@@ -43,13 +43,14 @@ def capture(window: tuple[int, int], skip: int, lps: int) -> list[dict[str, Any]
     seen = [0]
     solve = highs.minimize
 
-    def keep(c: Any, a: Any, upper: Any, *, lower: Any = None, col_upper: Any = None, warm: Any = None,
-             key: Any = None, names: Any = None, options: highs.Options = highs.DUAL_PRESOLVE) -> Any:
-        start = None if warm is None or warm.basis is None else warm.basis
-        got = solve(c, a, upper, lower=lower, col_upper=col_upper, warm=warm, key=key, names=names, options=options)
+    def keep(c: Any, a: Any, upper: Any, *, lower: Any = None, col_upper: Any = None,
+             start: highs.Start | None = None, options: highs.Options = highs.DUAL_PRESOLVE) -> Any:
+        basis = None if start is None else start.warm.basis
+        got = solve(c, a, upper, lower=lower, col_upper=col_upper, start=start, options=options)
         seen[0] += 1
         if seen[0] > skip and got is not None:
-            kept.append({"lp": (c, a, upper, lower, names), "start": start, "x": got.x})
+            names = None if start is None else start.names
+            kept.append({"lp": (c, a, upper, lower, names), "start": basis, "x": got.x})
             if len(kept) >= lps:
                 raise _Enough
         return got
@@ -94,7 +95,7 @@ def replay(kept: list[dict[str, Any]], options: highs.Options, cold: bool) -> tu
         c, a, upper, lower, names = k["lp"]
         warm = highs.Warm(None if cold else k["start"])
         t0 = time.perf_counter()
-        res = highs.solve(c, a, upper, row_lower=lower, options=options, warm=warm, names=names)
+        res = highs.solve(c, a, upper, row_lower=lower, options=options, start=highs.Start(warm, names=names))
         secs += time.perf_counter() - t0
         its += int(highs._LOCAL.highs.getInfo().simplex_iteration_count)
         answers.append(res.x if res.status == 0 else None)

@@ -11,6 +11,7 @@ import pytest
 
 from hadar.policies.hadar import closed
 from hadar.policies.hadar.keeper import Work, horizon, jct_plan
+from hadar.policies.hadar.plan_lp import Periods
 
 ROUND_S = 360.0
 
@@ -95,7 +96,7 @@ def test_the_closed_plan_steps_aside_for_a_tie_between_types() -> None:
     ii, rr = w.pairs()
     dur = w.remaining[ii] / w.rates[ii, rr] / 3600.0
     lens = np.array([0.1, 0.1, 0.1, 0.1, 10.0])
-    args = (dur, ii, rr, lens, 3, np.ones(2), w.scale, w.gangs(), w.capacity, w.remaining > 0)
+    args = (dur, (ii, rr), Periods(lens, 3), np.ones(2), w.scale, w.gangs(), w.capacity, w.remaining > 0)
     assert closed.plan(*args) is None
     untied = work([[2.0, 1.9], [4.0, 1.0]], [4000, 4000], [1, 1], [4, 4])
     dur = untied.remaining[ii] / untied.rates[ii, rr] / 3600.0

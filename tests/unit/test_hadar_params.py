@@ -94,7 +94,8 @@ def test_plan_split_growth_and_tie_reach_the_jct_plan(monkeypatch: pytest.Monkey
     """The plan's periods and tie rule come from the policy's parameters; the LP is forced here (the
     closed form answers this case otherwise) to see the tie rule's weight reach it."""
     seen: dict[str, object] = {}
-    monkeypatch.setattr(keeper.closed, "plan", lambda dur, ii, rr, lens, split, *a: seen.update(lens=lens, split=split))
+    monkeypatch.setattr(keeper.closed, "plan", lambda dur, pairs, periods, *a: seen.update(lens=periods.lens,
+                                                                                        split=periods.split))
     solve = plan_lp.solve
 
     def spy(work, weight, pairs, dur, periods, warm, names):

@@ -27,8 +27,9 @@ def _handed(monkeypatch: pytest.MonkeyPatch, work: Work, round_s: float, warm: b
     """What the plan over ``rounds`` rounds hands HiGHS (costs, matrix, bounds, names) as plain bytes."""
     seen: list[Any] = []
 
-    def capture(c, a, upper, *, lower=None, col_upper=None, warm=None, key=None, names=None, options=None):
+    def capture(c, a, upper, *, lower=None, col_upper=None, start=None, options=None):
         assert options is highs.PLAN
+        names = None if start is None else start.names
         seen.append([c.tobytes(), a.indptr.tobytes(), a.indices.tobytes(), a.data.tobytes(), a.shape,
                      upper.tobytes(), lower.tobytes(), None if names is None else [x.tobytes() for x in names]])
         return None

@@ -51,7 +51,7 @@ def test_a_kept_basis_has_the_statuses_highs_reports() -> None:
     c, b = -rng.uniform(0, 1, 60), rng.uniform(1, 2, 30)
     lower = np.concatenate([np.full(24, -np.inf), b[24:]])  # the last 6 rows are equalities
     warm = highs.Warm()
-    res = highs.minimize(c, a, b, lower=lower, warm=warm, key="lp")
+    res = highs.minimize(c, a, b, lower=lower, start=highs.Start(warm, key="lp"))
     assert res is not None and warm.basis is not None
     native = warm.basis.native()
     cols, rows = warm.basis.codes

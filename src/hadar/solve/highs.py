@@ -245,16 +245,23 @@ def _instance() -> Any:
     return h
 
 
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A solve's warm start: the ``warm`` holder, and the LP's ``key`` or columns' and rows' ``names``."""
+
+    warm: Warm
+    key: Hashable = None
+    names: tuple[IntArray, IntArray] | None = None
+
+
 def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray | None = None,
           col_lower: FloatArray | None = None, col_upper: FloatArray | None = None, options: Options = DUAL,
-          warm: Warm | None = None, key: Hashable = None, names: tuple[IntArray, IntArray] | None = None,
-          ) -> LPResult:
+          start: Start | None = None) -> LPResult:
     """min ``c x`` s.t. ``row_lower <= a x <= row_upper`` (None: -inf; a row with a finite lower
     bound must be an equality for the fallback), ``col_lower <= x <= col_upper`` (None: 0 and
-    +inf). With ``warm`` and a ``key``: start from ``warm``'s basis when it is of an LP with this
-    key, and leave this solve's final basis there; with ``warm`` and ``names`` (columns', rows'):
-    start from ``warm``'s basis mapped by name (module docstring), and leave this one's there.
-    Every solve runs in this thread's HiGHS instance, cleared first (``_instance``)."""
+    +inf). With a ``start`` of a ``key``: from its holder's basis where that is of an LP with this
+    key; of ``names``: from that basis mapped by name (module docstring); either leaves this solve's
+    final basis there. Every solve runs in this thread's HiGHS instance, cleared first (``_instance``)."""
     n_row, n_col = a.shape
     cost = np.ascontiguousarray(c, dtype=float)
     hi = np.ascontiguousarray(row_upper, dtype=float)
@@ -266,30 +273,32 @@ def solve(c: FloatArray, a: Csc, row_upper: FloatArray, *, row_lower: FloatArray
         from hadar.solve.by_linprog import by_linprog  # another SciPy (rare): imported only then
 
         return by_linprog(cost, a, lo, hi, lo_col, hi_col, options)
+    key, names = (None, None) if start is None else (start.key, start.names)
     named = None if names is None else (np.asarray(names[0], dtype=np.int64).tobytes(),
                                         np.asarray(names[1], dtype=np.int64).tobytes())
-    start, was = None, None if warm is None else warm.basis
+    begin, was = None, None if start is None else start.warm.basis
     if was is not None and key is not None and was.key == key:
-        start = was.native()
+        begin = was.native()
     elif was is not None and named is not None and was.names is not None:
-        start = was.native() if was.names == named else _mapped(was, named)
-    keep = warm is not None and (key is not None or names is not None)
-    got = _run(native, cost, a, lo, hi, lo_col, hi_col, start, keep)
-    if start is not None and got[0].status != 0:  # a warm start that fails: solve it again, cold
-        got = _run(native, cost, a, lo, hi, lo_col, hi_col, None, keep)
+        begin = was.native() if was.names == named else _mapped(was, named)
+    keep = start is not None and (key is not None or names is not None)
+    got = _run(native, cost, a, (lo, hi, lo_col, hi_col), begin, keep)
+    if begin is not None and got[0].status != 0:  # a warm start that fails: solve it again, cold
+        got = _run(native, cost, a, (lo, hi, lo_col, hi_col), None, keep)
     res, basis, basic = got
-    if warm is not None and keep:
-        warm.basis = None if basis is None else Basis(key, names=named, native=basis, basic=basic)
+    if start is not None and keep:
+        start.warm.basis = None if basis is None else Basis(key, names=named, native=basis, basic=basic)
     return res
 
 
-def _run(native: Any, cost: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, lo_col: FloatArray,
-         hi_col: FloatArray, start: Any, keep: bool) -> tuple[LPResult, Any, tuple[IntArray, int, int] | None]:
-    """One HiGHS solve in this thread's instance (from the basis ``start``, if given): its result and,
-    with ``keep``, its final basis (HiGHS's object; None unless valid) and, where every nonbasic
-    column is at its lower bound and every nonbasic row at its upper one (no finite column upper
-    bound, every row an equality or without a lower bound), the basic variables as :class:`Basis`
-    takes them."""
+def _run(native: Any, cost: FloatArray, a: Csc, bounds: tuple[FloatArray, ...], start: Any,
+         keep: bool) -> tuple[LPResult, Any, tuple[IntArray, int, int] | None]:
+    """One HiGHS solve of min ``cost x`` under ``bounds`` (rows' lower, upper, columns' lower, upper) in
+    this thread's instance (from the basis ``start``, if given): its result and, with ``keep``, its
+    final basis (HiGHS's object; None unless valid) and, where every nonbasic column is at its lower
+    bound and every nonbasic row at its upper one (no finite column upper bound, every row an
+    equality or without a lower bound), the basic variables as :class:`Basis` takes them."""
+    lo, hi, lo_col, hi_col = bounds
     n_row, n_col = a.shape
     h: Any = _instance()
     if getattr(_LOCAL, "options", None) is not native:  # the instance keeps its options (clearModel leaves them)
@@ -322,16 +331,15 @@ def _run(native: Any, cost: FloatArray, a: Csc, lo: FloatArray, hi: FloatArray, 
 
 
 def minimize(c: FloatArray, a: Csc | sp.csr_matrix | sp.csc_matrix, upper: FloatArray, *,
-             lower: FloatArray | None = None, col_upper: FloatArray | None = None, warm: Warm | None = None,
-             key: Hashable = None, names: tuple[IntArray, IntArray] | None = None,
+             lower: FloatArray | None = None, col_upper: FloatArray | None = None, start: Start | None = None,
              options: Options = DUAL_PRESOLVE) -> LPResult | None:
     """Hadar's LPs (``options``: :data:`DUAL_PRESOLVE` or :data:`PLAN`): min ``c x`` s.t. ``lower <=
     a x <= upper`` (``lower`` None: -inf; a row with a finite lower bound must be an equality, lower =
     upper), ``0 <= x <= col_upper`` (None: +inf). Rows in the order linprog stacks them
     (inequalities, then equalities) give linprog's answer under :data:`DUAL_PRESOLVE`. None unless
-    HiGHS reports an optimum; ``warm``, ``key``, ``names``: as :func:`solve`."""
+    HiGHS reports an optimum; ``start``: as :func:`solve`."""
     res = solve(c, a if isinstance(a, Csc) else Csc.from_sparse(a), upper, row_lower=lower, col_upper=col_upper,
-                options=options, warm=warm, key=key, names=names)
+                options=options, start=start)
     return res if res.status == 0 else None
 
 

@@ -118,11 +118,16 @@ def start(x_opt: FloatArray, a: FloatArray, act: FloatArray, kc: FloatArray, row
     return x0, False
 
 
+#: a face's arrays as the line search's kernels take them, one tuple (``_Arrays.kernel``): ``a``, ``act``,
+#: ``kc``, ``cvec``, ``rows``, ``caps``, ``c_floor``, ``has_c`` (a plain tuple: Numba dispatches one fastest)
+Kernel = tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, float, bool]
+
+
 @_compiled
-def trial(x: FloatArray, dx: FloatArray, t: float, a: FloatArray, act: FloatArray, kc: FloatArray,
-          rows: FloatArray, caps: FloatArray, c_floor: float,
-          has_c: bool) -> tuple[FloatArray, FloatArray, bool]:  # pragma: no cover - compiled
+def trial(x: FloatArray, dx: FloatArray, t: float,
+          face: Kernel) -> tuple[FloatArray, FloatArray, bool]:  # pragma: no cover - compiled
     """The line search's trial point ``x + t dx`` with its :func:`slacks` and feasibility."""
+    a, act, kc, _, rows, caps, c_floor, has_c = face
     m, n = x.shape
     xc = np.empty((m, n))
     for i in range(m):
@@ -258,12 +263,12 @@ def _cholesky_rows(h: FloatArray, b: FloatArray) -> bool:  # pragma: no cover - 
 
 
 @_compiled
-def step(logs: FloatArray, f: float, t: float, dec: float, xc: FloatArray, cand: FloatArray, a: FloatArray,
-         act: FloatArray, kc: FloatArray, cvec: FloatArray, rows: FloatArray,
-         has_c: bool) -> tuple[bool, float, FloatArray, float, float, bool]:  # pragma: no cover - compiled
+def step(logs: FloatArray, f: float, t: float, dec: float, xc: FloatArray, cand: FloatArray,
+         face: Kernel) -> tuple[bool, float, FloatArray, float, float, bool]:  # pragma: no cover - compiled
     """The line search's test of a strictly feasible trial point ``xc`` (slacks ``cand``, their logarithms
     ``logs``): ``(passed, barrier there, then where it passed the next Newton step: dx, decrement, step
     bound, factorized)``."""
+    a, act, kc, cvec, rows, _, _, has_c = face
     m, n = xc.shape
     fc = barrier(logs, rows, m, n)
     if fc <= f - 0.25 * t * dec:
@@ -289,6 +294,10 @@ class _Arrays:
         self.cvec = self.kc * self.act
         self.caps = np.asarray(face.capacities, dtype=float)
         self.c_floor = face.c_floor
+
+    def kernel(self) -> Kernel:
+        """These arrays as :data:`Kernel` orders them."""
+        return self.a, self.act, self.kc, self.cvec, self.rows, self.caps, self.c_floor, self.has_c
 
 
 def center_capped(face: Face, x_opt: FloatArray) -> FloatArray:
@@ -333,6 +342,7 @@ def _newton(face: Face, x0: FloatArray, arr: _Arrays) -> FloatArray:
         raise SolverError("centering: the starting point is not strictly inside the face (numerical trouble)")
     f, last_dec = float(barrier(np.log(sl), rows, m, n)), np.inf
     dx, dec, t, factored = direction(x, sl, a, act, kc, cvec, rows, has_c)
+    face_arrays = arr.kernel()
     for _ in range(MAX_NEWTON):
         if not factored:
             raise np.linalg.LinAlgError("matrix is not positive definite")
@@ -340,10 +350,10 @@ def _newton(face: Face, x0: FloatArray, arr: _Arrays) -> FloatArray:
             break
         last_dec = dec
         while t > 1e-12:
-            xc, cand, ok = trial(x, dx, t, a, act, kc, rows, caps, c_floor, has_c)
+            xc, cand, ok = trial(x, dx, t, face_arrays)
             if ok:  # the barrier there and, where it falls enough, the next Newton step (one call)
-                passed, fc, dx_next, dec_next, t_next, factored_next = step(np.log(cand), f, t, dec, xc, cand, a, act,
-                                                                            kc, cvec, rows, has_c)
+                passed, fc, dx_next, dec_next, t_next, factored_next = step(np.log(cand), f, t, dec, xc, cand,
+                                                                            face_arrays)
                 if passed:
                     break
             t *= 0.5

@@ -27,9 +27,14 @@ rounding (to the millisecond, to 1e-9 of a round) absorbs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from hadar.arrays import BoolArray, FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from hadar.policies.hadar.plan_lp import Periods
 
 #: how far below a type's capacity its load must stay for the closed forms (clear of round-off)
 _ROOM = 1.0 - 1e-9
@@ -81,13 +86,15 @@ def horizon(remaining: FloatArray, rates: FloatArray, scale: IntArray, capacity:
     return longest, hours
 
 
-def plan(dur: FloatArray, ii: IntArray, rr: IntArray, lens: FloatArray, split: int, weight: FloatArray,
+def plan(dur: FloatArray, pairs: tuple[IntArray, IntArray], periods: Periods, weight: FloatArray,
          scale: IntArray, gangs: FloatArray, capacity: IntArray, live: BoolArray) -> FloatArray | None:
-    """The JCT plan's share of each pair's job done in this round's ``split`` periods (``dur``: hours
-    on W GPUs of the pair's type to finish the job; ``lens``: the periods, in hours; ``weight``: per
-    job, as the LP's costs weigh it), where every job runs on its fastest type from now until it is
-    done; None where the gangs that prefer a type do not all fit in it at once, a job's fastest type
-    is not strict, a weight is not positive, or a job would not finish within the periods."""
+    """The JCT plan's share of each pair's job (``pairs``: (job, type) index arrays) done in this
+    round's ``periods.split`` periods (``dur``: hours on W GPUs of the pair's type to finish the job;
+    ``periods.lens``: the periods, in hours; ``weight``: per job, as the LP's costs weigh it), where
+    every job runs on its fastest type from now until it is done; None where the gangs that prefer a
+    type do not all fit in it at once, a job's fastest type is not strict, a weight is not positive,
+    or a job would not finish within the periods."""
+    (ii, rr), lens, split = pairs, periods.lens, periods.split
     best, rows = fastest(dur, ii, rr, (live.size, capacity.size))
     jobs = ii[best]
     if best.size != int(np.count_nonzero(live)) or np.any(weight[jobs] <= 0) or not clear(rows):

@@ -7,12 +7,17 @@ except for the ``PriceBook`` and ``counts`` it is handed to fill.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from hadar.arrays import FloatArray, IntArray
 from hadar.model.cluster import Cluster
 from hadar.model.state import SchedulerState
 from hadar.policies.hadar.pricing import Offer, PriceBook, best_offer
+
+if TYPE_CHECKING:
+    from hadar.policies.hadar.keeper import Work
 
 Counts = dict[int, dict[int, int]]
 
@@ -147,16 +152,17 @@ def _type_indices(cluster: Cluster) -> tuple[int, ...]:
     return out
 
 
-def from_plan(state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray, free: IntArray,
-              plan: FloatArray, price: FloatArray, order: IntArray, rate_model: str,
-              first: IntArray | None = None) -> Counts:
-    """Whole gangs from a fractional plan ``plan[i, r]`` (share of the round on W GPUs of type r):
+def from_plan(state: SchedulerState, work: Work, value: FloatArray, plan: FloatArray, price: FloatArray,
+              order: IntArray, rate_model: str, first: IntArray | None = None) -> Counts:
+    """Whole gangs from a fractional plan ``plan[i, r]`` (share of the round on W GPUs of type r) for the
+    jobs of ``work`` (their rates, gang sizes and the GPUs free of each type; ``value``: their utilities):
     the jobs the LP prices as critical (the horizon needs them) first, then by planned share and
     packing ``order``; each on its planned type (its previous one if the plan mostly agrees, else
     the largest share); leftover GPUs go through the fill pass. ``first``: 2 = the plan finishes
     the job this round (they go first), 1 = it never ran or the keeper may not hold it back (next);
     each of the two in packing ``order`` (shortest first for the ``jct`` utility)."""
-    book = PriceBook(free, 1.0, 1.0, 0.0)
+    x, scale = work.rates, work.scale
+    book = PriceBook(work.capacity, 1.0, 1.0, 0.0)
     prev = previous_counts(state)
     rank = np.empty(len(order), dtype=int)
     rank[order] = np.arange(len(order))

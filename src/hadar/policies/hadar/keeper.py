@@ -180,7 +180,7 @@ def horizon(work: Work, warm: highs.Warm | None = None, names: IntArray | None =
     c = np.zeros(k + 1)
     c[h] = 1.0
     named = None if names is None or n > 64 else _horizon_names(names, ii, rr, n)
-    res = highs.minimize(c, a, b, warm=warm, names=named)
+    res = highs.minimize(c, a, b, start=None if warm is None else highs.Start(warm, names=named))
     if res is None:
         return Horizon(float("inf"), work, ii, rr, np.zeros(k))
     return Horizon(round(float(res.x[h]) * _HOUR, _H_DIGITS), work, ii, rr, np.maximum(res.x[:k], 0.0))
@@ -315,9 +315,10 @@ def jct_plan(work: Work, weight: FloatArray, round_s: float, total_s: float, *, 
     dur = work.remaining[ii] / work.rates[ii, rr] / _HOUR  # hours on W GPUs of r to finish
     live = work.remaining > 0
     g = work.gangs()
-    now = closed.plan(dur, ii, rr, lens, split, weight * g, work.scale, g, work.capacity, live)
+    periods = plan_lp.Periods(lens, split, shape.tie)
+    now = closed.plan(dur, (ii, rr), periods, weight * g, work.scale, g, work.capacity, live)
     if now is None:  # the GPUs a job prefers are short (or a tie): the LP
-        now = plan_lp.solve(work, weight, (ii, rr), dur, plan_lp.Periods(lens, split, shape.tie), warm, names)
+        now = plan_lp.solve(work, weight, (ii, rr), dur, periods, warm, names)
         if now is None:
             return None
     x = np.zeros((m, n))

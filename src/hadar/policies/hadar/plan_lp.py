@@ -72,7 +72,8 @@ def solve(work: Work, weight: FloatArray, pairs: tuple[IntArray, IntArray], dur:
                   (n_ub + n_eq, k * p + 1))
     b_ub = np.concatenate([np.repeat(capacity.astype(float), p) * np.tile(lens, n), np.tile(lens, m)])
     res = highs.minimize(_costs(weight * gangs, ii, dur, lens, periods.tie), a, np.concatenate([b_ub, np.ones(n_eq)]),
-                         lower=lay.lower, warm=warm, names=lay.names, options=highs.PLAN)
+                         lower=lay.lower, start=None if warm is None else highs.Start(warm, names=lay.names),
+                         options=highs.PLAN)
     if res is None:
         return None
     now: FloatArray = res.x[:k * p].reshape(k, p)[:, :split].sum(axis=1)

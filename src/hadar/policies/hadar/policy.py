@@ -24,6 +24,7 @@ placed as gangs of the count chosen.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -96,9 +97,8 @@ class HadarPolicy:
         fractions, ids = gangs.shares(counts, scale, len(types)), state.job_ids
         pairs: dict[tuple[int, int], tuple[float, ...]] = {}
         if self.share:  # a pair's time together is in ``pairs``; its host's time alone is then 0
-            prev = gangs.previous_counts(state)
             for s in shared_slots(state, x, value, scale.astype(int), counts, _order(value, scale),
-                                  self._discount(state), prev, self.advanced.share_gain):
+                                  self._discount(state), self.advanced.share_gain):
                 pairs[(state.jobs[s.host].job_id, state.jobs[s.guest].job_id)] = tuple(fractions[s.host])
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
@@ -174,10 +174,11 @@ class HadarPolicy:
         h = hz.s
         if not np.isfinite(h):
             return self._priced(state, book, x, value, scale, order)
-        counts = (self._jct_plan(state, value, work, grp, h, order, fresh, pw, names) if plan else None) or \
+        rnd, left = _Round(state, value, order, fresh), _Left(work, grp, names)
+        counts = (self._jct_plan(rnd, left, h, pw) if plan else None) or \
             self._priced(state, book, x, value, scale, order)
         if keep:
-            counts = self._keep(state, value, work, grp, hz, counts, order, fresh, hw, names)
+            counts = self._keep(rnd, left, hz, counts, hw)
         return counts
 
     def _priced(self, state: SchedulerState, book: PriceBook, x: FloatArray, value: FloatArray, scale: IntArray,
@@ -215,14 +216,14 @@ class HadarPolicy:
         fresh = np.array([j.attained_gpu_s <= 0 for j in state.jobs])
         return fresh if fresh.any() and not fresh.all() else None
 
-    def _keep(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, hz: Horizon,
-              counts: Counts, order: IntArray, fresh: BoolArray | None, hw: highs.Warm | None = None,
-              names: IntArray | None = None) -> Counts:
+    def _keep(self, rnd: _Round, left: _Left, hz: Horizon, counts: Counts, hw: highs.Warm | None = None) -> Counts:
         """TTD keeper (keeper.py): re-plan the round when the placement ``counts`` lets the horizon
-        ``hz`` of the remaining ``work`` drift out by more than ``keep_slack`` x the round; the jobs
-        the ``shield`` exempts go first in the re-planned round (``hw``, ``names``: as ``horizon_s``'s).
-        Where ``hz``'s own plan, scaled to what the placement leaves, shows the horizon keeps pace, the
-        placement stands without that LP (its optimum is at most the scaled plan's time)."""
+        ``hz`` of the remaining work (``left``) drift out by more than ``keep_slack`` x the round; the
+        jobs the ``shield`` exempts go first in the re-planned round (``hw``, ``left.names``: as
+        ``horizon_s``'s). Where ``hz``'s own plan, scaled to what the placement leaves, shows the
+        horizon keeps pace, the placement stands without that LP (its optimum is at most the scaled
+        plan's time)."""
+        state, value, work, grp, names = rnd.state, rnd.value, left.work, left.grp, left.names
         x, scale, free, h = work.rates, work.scale, work.capacity, hz.s
         slack, adv = self.keep_slack or 0.0, self.advanced
         if adv.keep_busy is not None and state.now_s - max(j.arrival_s for j in state.jobs) < adv.keep_quiet * h:
@@ -248,8 +249,8 @@ class HadarPolicy:
             return counts
         share, price = got if grp is None else (groups.spread(grp, got[0], x, work.remaining, state.round_s)[0],
                                                 got[1][grp.index])
-        share, shield = self.shield().apply(state, work, share, counts, fresh, h)
-        kept = gangs.from_plan(state, x, value, scale, free, share, price, order, self.rate_model, shield)
+        share, shield = self.shield().apply(state, work, share, counts, rnd.fresh, h)
+        kept = gangs.from_plan(state, work, value, share, price, rnd.order, self.rate_model, shield)
         rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)), hw, names)
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
 
@@ -259,12 +260,12 @@ class HadarPolicy:
         a = self.advanced
         return Shield(a.keep_short, a.keep_own, a.keep_fair, a.ftf_cap, a.keep_own_within, a.keep_own_quiet)
 
-    def _jct_plan(self, state: SchedulerState, value: FloatArray, work: Work, grp: groups.Groups | None, h: float,
-                  order: IntArray, fresh: BoolArray | None, warm: highs.Warm | None,
-                  names: IntArray | None = None) -> Counts | None:
-        """The round from the fluid JCT plan of ``work`` (keeper.jct_plan over ``plan_total`` x its
-        horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs that never ran
-        (``first_round``) first, then by planned share (``warm``, ``names``: as ``jct_plan``'s)."""
+    def _jct_plan(self, rnd: _Round, left: _Left, h: float, warm: highs.Warm | None) -> Counts | None:
+        """The round from the fluid JCT plan of the remaining work (``left``; keeper.jct_plan over
+        ``plan_total`` x its horizon ``h``), in whole gangs: jobs the plan finishes this round and jobs
+        that never ran (``first_round``) first, then by planned share (``warm``, ``left.names``: as
+        ``jct_plan``'s)."""
+        state, work, grp, names, fresh = rnd.state, left.work, left.grp, left.names, rnd.fresh
         weight = state.priority_weights()
         got = jct_plan(groups.lp_work(work, grp), weight if grp is None else grp.first_rows(weight), state.round_s,
                        h * self.advanced.plan_total, lean=grp is not None, warm=warm, names=names,
@@ -275,8 +276,8 @@ class HadarPolicy:
         first = 2 * (now >= 1.0 - 1e-6)  # the plan finishes these this round, in however little of it
         if fresh is not None:
             first = np.maximum(first, fresh)
-        return gangs.from_plan(state, work.rates, value, work.scale, work.capacity, plan, np.zeros(len(state.jobs)),
-                               order, self.rate_model, first)
+        return gangs.from_plan(state, work, rnd.value, plan, np.zeros(len(state.jobs)), rnd.order, self.rate_model,
+                               first)
 
     def price_book(self, state: SchedulerState, value: FloatArray, scale: FloatArray | IntArray) -> PriceBook | None:
         """Fresh per-type prices between the lowest and highest best utility per GPU (None: no job has any)."""
@@ -285,6 +286,27 @@ class HadarPolicy:
         if live.size == 0:
             return None
         return PriceBook(state.capacities().astype(int), float(live.min()), float(live.max()), self.advanced.steepness)
+
+
+@dataclass(frozen=True, slots=True)
+class _Round:
+    """What a round's plan and keeper share: the state, the jobs' utility values (jobs x types), the
+    packing order and the first-round rule's jobs (None: the rule is off or moot)."""
+
+    state: SchedulerState
+    value: FloatArray
+    order: IntArray
+    fresh: BoolArray | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Left:
+    """The remaining work as the plan's and the keeper's LPs see it: ``work``, its groups of alike jobs
+    (None: a row per job) and the rows' names warm starts map bases by (None: no warm starts)."""
+
+    work: Work
+    grp: groups.Groups | None
+    names: IntArray | None
 
 
 def _order(value: FloatArray, scale: FloatArray | IntArray) -> IntArray:

@@ -20,12 +20,12 @@ rules read rates and utilities only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hadar.arrays import FloatArray, IntArray
 from hadar.model.state import SchedulerState
-from hadar.policies.hadar.gangs import Counts
+from hadar.policies.hadar.gangs import Counts, previous_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +45,16 @@ def _stays(state: SchedulerState, host: int, guest: int, kept: bool) -> bool:
 
 
 def shared_slots(state: SchedulerState, x: FloatArray, value: FloatArray, scale: IntArray, counts: Counts,
-                 order: Sequence[int] | IntArray, discount: FloatArray, prev: Mapping[int, Mapping[int, int]],
-                 min_gain: float = 1.0) -> list[Slot]:
+                 order: Sequence[int] | IntArray, discount: FloatArray, min_gain: float = 1.0) -> list[Slot]:
     """The shared slots the waiting jobs buy, in ``order`` (see the module docstring).
 
     ``x[i, r]``: job i's whole-job rate on W GPUs of type r; ``value``: its utility there;
     ``counts``: the round's placement (job index -> {type index: GPUs}); ``discount[i]``: the
-    share of a round a restore leaves job i; ``prev``: last round's counts per job (a host whose
-    counts equal them keeps its GPUs, the placement planner's rule).
+    share of a round a restore leaves job i. A host whose counts equal last round's
+    (``gangs.previous_counts``) keeps its GPUs: the placement planner's rule.
     """
     jobs, names = state.jobs, state.gpu_types
+    prev = previous_counts(state)
     hosts = {i: next(iter(c)) for i, c in sorted(counts.items()) if len(c) == 1}
     used: set[int] = set()
     out: list[Slot] = []
