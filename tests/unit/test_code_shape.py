@@ -24,8 +24,6 @@ MAX_PARAMETERS = 8
 OVER_PARAMETERS_UNTIL_MERGED = frozenset({
     "src/hadar/runtime/experiment.py:run_experiment",
     "src/hadar/service/runtime.py:start_backend",
-    "src/hadar/slurm/executor.py:__init__",
-    "src/hadar/slurm/run.py:run_on_slurm",
 })
 
 
