@@ -13,7 +13,7 @@ from hadar.build import wire
 from hadar.clock import VirtualClock
 from hadar.config import parse_cluster
 from hadar.errors import InputError
-from hadar.mechanism.forking import CopyCandidate, ForkingPlanner, NodeFree, offer_nodes, split_by_node
+from hadar.mechanism.forking import CopyCandidate, ForkingPlanner, NodeFree, offer_nodes
 from hadar.mechanism.ledger import JobLedger
 from hadar.metrics.bound import ttd_forking_bound_s
 from hadar.model.cluster import Cluster, Node
@@ -39,6 +39,12 @@ TOY = ThroughputTable({("a", 1): {"fast": 2.0, "slow": 1.0}, ("a", 2): {"fast": 
 
 def five_nodes(gpus: int) -> Cluster:
     return parse_cluster(str(DATA / "clusters" / f"physical_5x{gpus}.yaml"))
+
+
+def by_node(cluster: Cluster, gpus) -> list[tuple[int, ...]]:
+    """GPU ids grouped by node, in node order."""
+    nodes = sorted({cluster.node_of[g] for g in gpus})
+    return [tuple(g for g in sorted(gpus) if cluster.node_of[g] == n) for n in nodes]
 
 
 def leases_by_round(events):
@@ -82,24 +88,24 @@ def candidate(i: int, rate: float, unit: float, room: float, held=(), w: int = 1
 
 def test_one_copy_per_node_and_saturation() -> None:
     cluster = Cluster(tuple(Node(f"n{i}", "fast", 2) for i in range(3)))
-    nodes = NodeFree(cluster, range(cluster.num_gpus))
+    nodes = NodeFree(cluster, dict.fromkeys(range(3), 2))
     book = PriceBook(np.array([6]), 0.1, 1.0)
     # job 0 needs 2 rounds' worth of one GPU: one 1-GPU copy covers half, two copies cover it
     jobs = [candidate(0, 1.0, 1.0, room=720.0), candidate(1, 1.0, 0.5, room=1e9)]
     got = offer_nodes(nodes, book, jobs, 360.0)
     for copies in got.values():
-        assert len({cluster.node_of[c[0]] for c in copies}) == len(copies)  # distinct nodes
-        assert all(len({cluster.node_of[g] for g in c}) == 1 for c in copies)
-    assert len(got[1]) == 3  # W = 1: one GPU on each of the three nodes
-    assert sum(len(c) for c in got[0]) == 3  # 2 copies do its work; the speed-up pass adds the last GPU
+        assert len({n for n, _ in copies}) == len(copies)  # (node, GPUs) per copy, on distinct nodes
+    assert sorted(got[1]) == [(0, 1), (1, 1), (2, 1)]  # W = 1: one GPU on each of the three nodes
+    assert sum(k for _, k in got[0]) == 3  # 2 copies do its work; the speed-up pass adds the last GPU
+    assert nodes.total() == 0
 
 
 def test_priced_pass_leaves_poor_offers_to_the_fill_pass() -> None:
     cluster = Cluster((Node("n", "fast", 1),))
     book = PriceBook(np.array([1]), 10.0, 10.0)  # every GPU costs 10
     jobs = [candidate(0, 1.0, 1.0, room=1e9)]  # utility 1 < price 10
-    got = offer_nodes(NodeFree(cluster, [0]), book, jobs, 360.0)
-    assert got == {0: [(0,)]}  # still placed: the zero-price fill pass
+    got = offer_nodes(NodeFree(cluster, {0: 1}), book, jobs, 360.0)
+    assert got == {0: [(0, 1)]}  # still placed: the zero-price fill pass (node 0, one GPU)
     assert book.free[0] == 1  # the fill pass buys nothing
 
 
@@ -109,7 +115,7 @@ def test_planner_splits_a_placement_into_per_node_copies(table) -> None:
     ledger.add(job(0, SPLITS, sf=2))
     state = ledger.snapshot(0.0)
     gpus = (0, 1, 5, 8, 13, 16)
-    copies = {0: tuple((cluster.node_of[g[0]], len(g)) for g in split_by_node(cluster, gpus))}
+    copies = {0: tuple((cluster.node_of[g[0]], len(g)) for g in by_node(cluster, gpus))}
     alloc = Allocation.for_state(state, np.zeros((1, 3)), copies=copies)
     plan = ForkingPlanner().plan(state, alloc, None)
     assert [lease.copy for lease in plan.leases] == [0, 1, 2, 3, 4]
@@ -120,7 +126,7 @@ def test_planner_splits_a_placement_into_per_node_copies(table) -> None:
     # a job that held GPUs on a node keeps exactly those there
     held = dataclasses.replace(state, jobs=(dataclasses.replace(state.jobs[0], previous_gpus=gpus),))
     kept = ForkingPlanner().plan(held, alloc, None)
-    assert [le.gpus for le in kept.leases] == split_by_node(cluster, gpus)
+    assert [le.gpus for le in kept.leases] == by_node(cluster, gpus)
 
 
 # -- the policy -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from hadar.mechanism.placement import assign_gpus
+from hadar.mechanism.placement import assign_gpus, node_layout
 from hadar.model.cluster import Cluster, Node
 
 
@@ -96,3 +96,38 @@ def test_assign_gpus_picks_the_plain_versions_ids(seed: int) -> None:
     cluster, counts, previous, busy = _case(seed)
     assert assign_gpus(cluster, counts, previous, busy) == _plain(cluster, counts, previous, busy)
     assert assign_gpus(cluster, counts, previous, busy) == _plain(cluster, counts, previous, busy)  # cached again
+
+
+def _disjoint_case(seed: int):
+    """A case as HadarE sees one: no job shares last round's GPUs with another."""
+    cluster, counts, previous, _ = _case(seed)
+    rng, seen = random.Random(-seed), set()
+    for jid in list(previous):
+        mine = tuple(g for g in previous[jid] if g not in seen)
+        seen.update(mine)
+        if mine and rng.random() < 0.9:
+            previous[jid] = mine
+        else:
+            del previous[jid]
+    return cluster, counts, previous
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_node_layout_is_assign_gpus_on_counts(seed: int) -> None:
+    cluster, counts, previous = _disjoint_case(seed)
+    layout = node_layout(cluster, counts, previous)
+    want = {}
+    for jid, gpus in assign_gpus(cluster, counts, previous).items():
+        want[jid] = {}
+        for g in gpus:
+            want[jid][cluster.node_of[g]] = want[jid].get(cluster.node_of[g], 0) + 1
+    assert layout == want
+
+
+def test_node_layout_keeps_last_rounds_nodes_on_the_room_busy_leaves() -> None:
+    cluster = Cluster(tuple(Node(f"n{i}", "a", 4) for i in range(3)))
+    # job 1 held 2 GPUs of node 0 and job 2 held 2 of node 1; 3 GPUs of node 0 and all of node 2 are busy
+    got = node_layout(cluster, {1: {"a": 2}, 2: {"a": 3}}, {1: (0, 1), 2: (4, 5)}, busy={0: 3, 2: 4})
+    assert got == {1: {0: 1, 1: 1}, 2: {1: 3}}  # job 1 keeps one on node 0 (the room left), job 2 its two and one
+    with pytest.raises(ValueError, match="not enough free a GPUs"):
+        node_layout(cluster, {1: {"a": 6}}, {}, busy={0: 4, 2: 4})

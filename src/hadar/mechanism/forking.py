@@ -88,42 +88,39 @@ class _Choice:
 
 
 class NodeFree:
-    """Free GPU ids per node, grouped by the node's GPU type index."""
+    """Free GPUs per node (counts, not ids), nodes grouped by their GPU type index."""
 
-    def __init__(self, cluster: Cluster, free_gpus: Sequence[int]) -> None:
+    def __init__(self, cluster: Cluster, free: Mapping[int, int]) -> None:
         type_index = {t: r for r, t in enumerate(cluster.gpu_types)}
-        self.gpus: dict[int, list[int]] = {}
-        for g in sorted(free_gpus):
-            self.gpus.setdefault(cluster.node_of[g], []).append(g)
+        self.free: dict[int, int] = {n: int(free[n]) for n in sorted(free) if free[n] > 0}
         self.by_type: list[list[int]] = [[] for _ in cluster.gpu_types]
-        for n in sorted(self.gpus):
+        for n in self.free:
             self.by_type[type_index[cluster.nodes[n].gpu_type]].append(n)
 
     def total(self) -> int:
-        return sum(len(v) for v in self.gpus.values())
+        return sum(self.free.values())
 
     def largest(self, r: int, exclude: set[int]) -> int:
         """Most free GPUs on one node of type r outside ``exclude`` (0 if none)."""
-        return max((len(self.gpus[n]) for n in self.by_type[r] if n not in exclude), default=0)
+        return max((self.free[n] for n in self.by_type[r] if n not in exclude), default=0)
 
     def pick(self, r: int, k: int, exclude: set[int], prefer: frozenset[int]) -> int:
         """A node of type r with >= k free GPUs outside ``exclude``: a preferred one, else the best fit."""
-        fits = [n for n in self.by_type[r] if n not in exclude and len(self.gpus[n]) >= k]
-        return min(fits, key=lambda n: (n not in prefer, len(self.gpus[n]), n))
+        fits = [n for n in self.by_type[r] if n not in exclude and self.free[n] >= k]
+        return min(fits, key=lambda n: (n not in prefer, self.free[n], n))
 
-    def take(self, node: int, k: int) -> list[int]:
-        got, self.gpus[node] = self.gpus[node][:k], self.gpus[node][k:]
-        return got
+    def take(self, node: int, k: int) -> None:
+        self.free[node] -= k
 
 
 def offer_nodes(nodes: NodeFree, book: Prices, jobs: Sequence[CopyCandidate],
-                round_s: float) -> dict[int, list[tuple[int, ...]]]:
-    """Place new copies on free GPUs; returns job index -> GPU ids of each new copy.
+                round_s: float) -> dict[int, list[tuple[int, int]]]:
+    """Place new copies on free GPUs; returns job index -> (node, GPU count) of each new copy.
 
     Mutates ``nodes``, ``book`` (GPUs taken in the priced pass) and each
     candidate's ``held`` and ``room_steps``.
     """
-    out: dict[int, list[tuple[int, ...]]] = {}
+    out: dict[int, list[tuple[int, int]]] = {}
     if nodes.total() == 0:
         return out
     for mode in (PRICED, FILL, SPEEDUP):
@@ -137,7 +134,7 @@ PRICED, FILL, SPEEDUP = "priced", "fill", "speedup"
 
 
 def _greedy(nodes: NodeFree, book: Prices, jobs: Sequence[CopyCandidate], round_s: float,
-            out: dict[int, list[tuple[int, ...]]], mode: str) -> None:
+            out: dict[int, list[tuple[int, int]]], mode: str) -> None:
     heap: list[tuple[float, int]] = []
     for pos, job in enumerate(jobs):
         c = _best(nodes, book, job, round_s, mode)
@@ -154,7 +151,8 @@ def _greedy(nodes: NodeFree, book: Prices, jobs: Sequence[CopyCandidate], round_
             heapq.heappush(heap, (-c.score, pos))
             continue
         node = nodes.pick(c.r, c.k, job.held, job.prefer)
-        out.setdefault(job.index, []).append(tuple(nodes.take(node, c.k)))
+        nodes.take(node, c.k)
+        out.setdefault(job.index, []).append((node, c.k))
         if mode == PRICED:
             book.take({c.r: c.k})
         job.held.add(node)
@@ -258,18 +256,11 @@ class ForkingPlanner(Stateless):
         return out
 
 
-def split_by_node(cluster: Cluster, gpus: Sequence[int]) -> list[tuple[int, ...]]:
-    """GPU ids grouped by node, groups in node order (one copy per node)."""
-    groups: dict[int, list[int]] = {}
-    for g in sorted(gpus):
-        groups.setdefault(cluster.node_of[g], []).append(g)
-    return [tuple(groups[n]) for n in sorted(groups)]
-
-
-def copies_rate(cluster: Cluster, rates: FloatArray, type_index: Mapping[str, int], gpus: Sequence[int]) -> float:
-    """Total steps/s of a job's copies on ``gpus`` (one copy per node), ``rates[r, k]`` as in CopyCandidate."""
+def copies_rate(cluster: Cluster, rates: FloatArray, type_index: Mapping[str, int], layout: Mapping[int, int]) -> float:
+    """Total steps/s of a job's copies laid out as ``layout`` (node -> GPUs, one copy per node), ``rates[r, k]``
+    as in CopyCandidate; summed in node order."""
     total = 0.0
-    for group in split_by_node(cluster, gpus):
-        r = type_index[cluster.gpu_type_of[group[0]]]
-        total += float(rates[r, min(len(group), rates.shape[1] - 1)])
+    top = rates.shape[1] - 1
+    for n in sorted(layout):
+        total += float(rates[type_index[cluster.nodes[n].gpu_type], min(layout[n], top)])
     return total

@@ -5,7 +5,8 @@ the ids: first the GPUs the job held last round (so a job that keeps its
 counts keeps exactly its GPUs: no restart), then, for the rest, as few
 nodes as possible (best-fit over nodes of the type, jobs needing more GPUs
 placed first). ``PlacementPlanner`` turns an allocation's GPU ``counts``
-into the round's leases with it.
+into the round's leases with it. ``node_layout`` is the same rule on counts
+(GPUs per node, no ids), for a policy that decides per node (HadarE).
 """
 
 from __future__ import annotations
@@ -61,6 +62,55 @@ def assign_gpus(cluster: Cluster, counts: Mapping[int, Mapping[str, int]],
                     free[t] = _less(by_node[t], [g for g in taken if type_of[g] == t], node_of)
                 chosen[jid].extend(_take(free[t], k, {node_of[g] for g in chosen[jid]}, t))
     return {jid: whole[jid] if jid in whole else tuple(sorted(chosen[jid])) for jid in counts}
+
+
+def node_layout(cluster: Cluster, counts: Mapping[int, Mapping[str, int]], previous: Mapping[int, tuple[int, ...]],
+                busy: Mapping[int, int] | None = None) -> dict[int, dict[int, int]]:
+    """GPUs per node (node -> count) for each job's ``counts[job][gpu_type]``, on the room ``busy`` (node ->
+    GPUs held already) leaves: ``assign_gpus``'s rule on counts, choosing no GPU ids (a planner does).
+
+    Pass 1: a job keeps the GPUs it held last round (in ``previous`` order), on up nodes with room left
+    (jobs in ``counts`` order); pass 2 places the rest as ``assign_gpus`` does: the nodes the job uses
+    already first, then best fit, jobs needing more GPUs first. Raises ValueError if a type is short."""
+    taken = busy or {}
+    room = {n: len(cluster.gpus_of_node(n)) - taken.get(n, 0) for n in cluster.up_nodes}
+    type_of, node_of = cluster.gpu_type_of, cluster.node_of
+    chosen: dict[int, list[int]] = {}  # job id -> the node of each GPU it gets
+    need: dict[int, dict[str, int]] = {}
+    for jid, per_type in counts.items():
+        prev = previous.get(jid, ())
+        mine: list[int] = []
+        left = {}
+        for t, k in per_type.items():
+            if t not in cluster.gpus_by_type:
+                raise KeyError(t)
+            kept = 0
+            for g in prev:
+                if kept == k:
+                    break
+                n = node_of[g]
+                if type_of[g] == t and room.get(n, 0) > 0:
+                    room[n] -= 1
+                    mine.append(n)
+                    kept += 1
+            if k > kept:
+                left[t] = k - kept
+        chosen[jid] = mine
+        if left:
+            need[jid] = left
+    if need:  # pass 2: each free slot named by its node, so that _take's picks are nodes
+        free: dict[str, dict[int, Sequence[int]]] = {}
+        for jid in sorted(need, key=lambda j: -sum(need[j].values())):
+            for t, k in need[jid].items():
+                if t not in free:
+                    free[t] = {n: (n,) * room[n] for n in cluster.nodes_of_type(t) if room[n] > 0}
+                chosen[jid].extend(_take(free[t], k, set(chosen[jid]), t))
+    out: dict[int, dict[int, int]] = {}
+    for jid in counts:
+        layout = out[jid] = {}
+        for n in chosen[jid]:
+            layout[n] = layout.get(n, 0) + 1
+    return out
 
 
 def _kind(gpus: tuple[int, ...], type_of: tuple[str, ...]) -> dict[str, int]:

@@ -38,6 +38,8 @@ lets an arrival end a round whose GPUs are all leased while a job runs as
 copies, and a completion ends the round while other jobs remain (they fork
 onto the freed GPUs); the engine cuts the round there (``engine.py``).
 
+Every step decides on GPUs per node (a job's ``Layout``), never on GPU ids: Hadar's counts per
+type become nodes by ``placement.node_layout``, and the forking planner alone picks the ids.
 The allocation's ``copies`` hold every copy of every job as (node, GPUs);
 its ``fractions`` are GPUs of each type / max(GPUs held, W), so the usual
 contract (per-job sum <= 1, per-type W x fraction <= GPUs of the type)
@@ -46,7 +48,6 @@ holds even for a job holding more than W GPUs.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
@@ -55,8 +56,9 @@ import numpy as np
 
 from hadar.arrays import FloatArray
 from hadar.errors import InputError
-from hadar.mechanism.forking import CopyCandidate, NodeFree, copies_rate, offer_nodes, split_by_node
-from hadar.mechanism.placement import assign_gpus
+from hadar.mechanism.forking import CopyCandidate, NodeFree, copies_rate, offer_nodes
+from hadar.mechanism.placement import node_layout
+from hadar.model.cluster import Cluster
 from hadar.model.state import Allocation, SchedulerState
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import PolicyTraits
@@ -84,6 +86,9 @@ class HadarEAdvanced:
 
 
 _OWN_KNOBS = frozenset(f.name for f in fields(HadarEAdvanced))
+
+#: a job's GPUs as node index -> how many (one copy per node); the GPU ids are the forking planner's
+Layout = dict[int, int]
 
 
 @register("hadare", "HadarE: Hadar, then job copies (one per node, up to W GPUs each) on every node with free GPUs",
@@ -136,28 +141,33 @@ class HadarEPolicy:
         adv = self.advanced
         weight = np.maximum(rel, adv.match_floor) ** adv.match if adv.match > 0 else None
         warm = self.hadar.warm_starts(state)  # Hadar's LPs, where its plan or keeper is on (not by default here)
-        x, scale, value, gpus = self._own_gpus(state, horizon, rel, weight, warm)
+        x, scale, value, held = self._own_gpus(state, horizon, rel, weight, warm)
         book = self.hadar.price_book(state, value, scale) if self.fork else None
         if book is not None:
-            book.take(dict(Counter(index[cluster.gpu_type_of[g]] for gs in gpus.values() for g in gs)))
-            self._fork(state, x, value, book, gpus)
+            taken: dict[int, int] = {}
+            for layout in held.values():
+                for n, k in layout.items():
+                    r = index[cluster.nodes[n].gpu_type]
+                    taken[r] = taken.get(r, 0) + k
+            book.take(taken)
+            self._fork(state, x, value, book, held)
         fractions = np.zeros((len(jobs), len(types)))
         for i, j in enumerate(jobs):
-            for g in gpus[j.job_id]:
-                fractions[i, index[cluster.gpu_type_of[g]]] += 1.0
-            fractions[i] /= max(len(gpus[j.job_id]), j.scale_factor)
-        copies = {jid: tuple((cluster.node_of[grp[0]], len(grp)) for grp in split_by_node(cluster, gs))
-                  for jid, gs in gpus.items() if gs}
+            layout = held[j.job_id]
+            for n, k in layout.items():
+                fractions[i, index[cluster.nodes[n].gpu_type]] += k
+            fractions[i] /= max(sum(layout.values()), j.scale_factor)
+        copies = {jid: tuple((n, layout[n]) for n in sorted(layout)) for jid, layout in held.items() if layout}
         return Allocation.for_state(state, fractions, copies=copies, memo=warm_memo(warm))
 
     def _own_gpus(self, state: SchedulerState, horizon: float, rel: FloatArray, weight: FloatArray | None,
-                  warm: Warms | None = None) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
-        """Each job's GPUs before forking (with Hadar's x, scale factors and utility values): the pace
-        guard's copies first, then Hadar's placement on the GPUs left; where that leaves a job slower
+                  warm: Warms | None = None) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, Layout]]:
+        """Each job's GPUs per node before forking (with Hadar's x, scale factors and utility values): the
+        pace guard's copies first, then Hadar's placement on the GPUs left; where that leaves a job slower
         than Hadar's placement alone would run it (``_slowed``; a waiting job too), Hadar's placement
         first and the guard's copies on the GPUs it leaves (no job runs slower for another's copy)."""
         guard = self.fork and self.advanced.fork_guard is not None
-        reserved = self._spread_critical(state, horizon, rel, {j.job_id: [] for j in state.jobs}) if guard else {}
+        reserved = self._spread_critical(state, horizon, rel, {j.job_id: {} for j in state.jobs}) if guard else {}
         if reserved:
             first = self._placement(state, weight, reserved, warm)
         alone = self._placement(state, weight, warm=warm)
@@ -165,11 +175,11 @@ class HadarEPolicy:
             if not self._slowed(state, first[3], alone[3]):
                 return first
             for jid, extra in self._spread_critical(state, horizon, rel, alone[3]).items():
-                alone[3][jid].extend(extra)
+                _add(alone[3][jid], extra)
         return alone
 
     @staticmethod
-    def _slowed(state: SchedulerState, first: Mapping[int, list[int]], alone: Mapping[int, list[int]]) -> bool:
+    def _slowed(state: SchedulerState, first: Mapping[int, Layout], alone: Mapping[int, Layout]) -> bool:
         """Whether some job runs slower on its GPUs with the guard's copies placed first (its copies, if
         it has any, or its own placement on the GPUs they leave) than Hadar's placement alone gives it."""
         cluster = state.cluster
@@ -184,23 +194,26 @@ class HadarEPolicy:
         return False
 
     def _placement(self, state: SchedulerState, weight: FloatArray | None,
-                   reserved: Mapping[int, list[int]] | None = None, warm: Warms | None = None,
-                   ) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, list[int]]]:
-        """Hadar's placement of the jobs not in ``reserved`` (job id -> GPUs held already) on the GPUs
-        it leaves: (x, scale factors, utility values, job id -> GPUs, the reserved ones included)."""
+                   reserved: Mapping[int, Layout] | None = None, warm: Warms | None = None,
+                   ) -> tuple[FloatArray, FloatArray, FloatArray, dict[int, Layout]]:
+        """Hadar's placement of the jobs not in ``reserved`` (job id -> GPUs per node held already) on the
+        GPUs it leaves: (x, scale factors, utility values, job id -> GPUs per node, the reserved ones
+        included). Counts per type become nodes by ``node_layout``; GPU ids are the planner's."""
         jobs, types, cluster = state.jobs, state.gpu_types, state.cluster
         reserved = reserved or {}
         index = {t: r for r, t in enumerate(types)}
-        taken = {g for gs in reserved.values() for g in gs}
+        on_node: Layout = {}
+        for layout in reserved.values():
+            _add(on_node, layout)
         busy = np.zeros(len(types), dtype=int)
-        for g in taken:
-            busy[index[cluster.gpu_type_of[g]]] += 1
+        for n, k in on_node.items():
+            busy[index[cluster.nodes[n].gpu_type]] += k
         sit_out = np.array([j.job_id in reserved for j in jobs])
         x, scale, value, counts = self.hadar.place(state, busy=busy, sit_out=sit_out, weight=weight, warm=warm)
         prev = {j.job_id: j.previous_gpus for j in jobs if j.previous_gpus}
-        placed = assign_gpus(cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-                             prev, busy=taken)
-        return x, scale, value, {j.job_id: list(reserved.get(j.job_id, placed.get(j.job_id, ()))) for j in jobs}
+        placed = node_layout(cluster, {jobs[i].job_id: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
+                             prev, busy=on_node)
+        return x, scale, value, {j.job_id: dict(reserved.get(j.job_id, placed.get(j.job_id, {}))) for j in jobs}
 
     def _lp(self, state: SchedulerState) -> tuple[float, FloatArray]:
         """(horizon, rel) of the forking LP on the remaining work."""
@@ -208,16 +221,16 @@ class HadarEPolicy:
         return lp_efficiency(per_gpu, state.remaining_steps(), state.cluster, caps)
 
     def _spread_critical(self, state: SchedulerState, horizon: float, rel: FloatArray,
-                         gpus: Mapping[int, list[int]]) -> dict[int, list[int]]:
+                         held: Mapping[int, Layout]) -> dict[int, Layout]:
         """Makespan guard for forking (a pace controller), on the GPUs no job's own placement holds
-        (``gpus``). ``t_min``: a job's remaining time at its fastest pace (its largest copy on every
-        node); ``H``: the forking LP's horizon for all the remaining work. A job with ``t_min >= H -
-        fork_guard x round_s`` (within ``fork_guard`` rounds of being the bottleneck; decisions are
-        per round, so it must be paced now) must keep at least the share ``t_min / H`` of its
-        fastest pace or the workload cannot finish by H: it gets copies first (most critical job
-        first; on each node where it has none yet, as many GPUs as free, up to W; nodes where it
-        fits the LP plan best, then fastest, first) until its copies, its own GPUs included, reach
-        that pace. Returns job id -> the GPUs of its new copies."""
+        (``held``: job id -> GPUs per node). ``t_min``: a job's remaining time at its fastest pace (its
+        largest copy on every node); ``H``: the forking LP's horizon for all the remaining work. A job
+        with ``t_min >= H - fork_guard x round_s`` (within ``fork_guard`` rounds of being the
+        bottleneck; decisions are per round, so it must be paced now) must keep at least the share
+        ``t_min / H`` of its fastest pace or the workload cannot finish by H: it gets copies first
+        (most critical job first; on each node where it has none yet, as many GPUs as free, up to W;
+        nodes where it fits the LP plan best, then fastest, first) until its copies, its own GPUs
+        included, reach that pace. Returns job id -> its new copies' GPUs per node."""
         fork_guard = self.advanced.fork_guard
         if fork_guard is None:
             return {}
@@ -226,26 +239,24 @@ class HadarEPolicy:
         hot = np.flatnonzero(t_min >= horizon - fork_guard * state.round_s)
         cluster = state.cluster
         index = {t: r for r, t in enumerate(state.gpu_types)}
-        taken = {g for gs in gpus.values() for g in gs}
-        free = {n: [g for g in cluster.gpus_of_node(n) if g not in taken] for n in cluster.up_nodes}
-        out: dict[int, list[int]] = {}
+        free = _free(cluster, held)
+        out: dict[int, Layout] = {}
         for i in hot[np.argsort(-t_min[hot], kind="stable")]:
             j = state.jobs[i]
             rates = copy_rates(state.table, j.job_type, j.scale_factor, state.gpu_types)
             target = min(1.0, t_min[i] / max(horizon, 1e-9)) * fastest[i]
-            own = {cluster.node_of[g] for g in gpus[j.job_id]}
+            own = held[j.job_id]
             order = sorted(cluster.up_nodes, key=lambda n: (
                 -rel[i, index[cluster.nodes[n].gpu_type]], -rates[index[cluster.nodes[n].gpu_type], 1], n))
-            mine: list[int] = []
-            pace = copies_rate(cluster, rates, index, gpus[j.job_id])
+            mine: Layout = {}
+            pace = copies_rate(cluster, rates, index, own)
             for n in order:
                 r = index[cluster.nodes[n].gpu_type]
                 if pace >= target * (1 - 1e-9):
                     break
                 if j.throughputs[r] > 0 and free[n] and n not in own:
-                    k = min(j.scale_factor, len(free[n]))
-                    mine.extend(free[n][:k])
-                    free[n] = free[n][k:]
+                    k = mine[n] = min(j.scale_factor, free[n])
+                    free[n] -= k
                     pace += rates[r, k]
             if mine:
                 out[j.job_id] = mine
@@ -262,11 +273,10 @@ class HadarEPolicy:
         return np.maximum(out, 1e-300)
 
     def _fork(self, state: SchedulerState, x: FloatArray, value: FloatArray, book: PriceBook,
-              gpus: dict[int, list[int]]) -> None:
-        """Offer every node's free GPUs to job copies; adds the new copies' GPUs to ``gpus``."""
+              held: dict[int, Layout]) -> None:
+        """Offer every node's free GPUs to job copies; adds the new copies to ``held`` (GPUs per node)."""
         cluster = state.cluster
-        busy = {g for v in gpus.values() for g in v}
-        nodes = NodeFree(cluster, [g for g in cluster.up_gpus if g not in busy])
+        nodes = NodeFree(cluster, _free(cluster, held))
         if nodes.total() == 0:
             return
         index = {t: r for r, t in enumerate(state.gpu_types)}
@@ -274,12 +284,27 @@ class HadarEPolicy:
         candidates = []
         for i, j in enumerate(state.jobs):
             rates = copy_rates(state.table, j.job_type, j.scale_factor, state.gpu_types)
-            mine = gpus[j.job_id]
+            mine = held[j.job_id]
             room = j.remaining_steps - copies_rate(cluster, rates, index, mine) * state.round_s
-            candidates.append(CopyCandidate(i, rates, unit[i], room, {cluster.node_of[g] for g in mine},
+            candidates.append(CopyCandidate(i, rates, unit[i], room, set(mine),
                                             frozenset(cluster.node_of[g] for g in j.previous_gpus)))
         for i, new in offer_nodes(nodes, book, candidates, state.round_s).items():
-            gpus[state.jobs[i].job_id].extend(g for copy in new for g in copy)
+            _add(held[state.jobs[i].job_id], dict(new))
+
+
+def _add(layout: Layout, more: Mapping[int, int]) -> None:
+    """Add ``more`` GPUs per node to ``layout``."""
+    for n, k in more.items():
+        layout[n] = layout.get(n, 0) + k
+
+
+def _free(cluster: Cluster, held: Mapping[int, Layout]) -> Layout:
+    """Free GPUs per up node: its GPUs less those ``held`` there."""
+    free = {n: len(cluster.gpus_of_node(n)) for n in cluster.up_nodes}
+    for layout in held.values():
+        for n, k in layout.items():
+            free[n] -= k
+    return free
 
 
 def copy_rates(table: ThroughputTable, job_type: str, w: int, types: tuple[str, ...]) -> FloatArray:
