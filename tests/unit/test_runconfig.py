@@ -137,3 +137,16 @@ def test_the_example_file_is_a_valid_configuration() -> None:
     c = from_args(parsed("simulate", "--config", str(example)))
     assert c.policy == PolicyConfig(names=("allox",), params=(("alpha", 0.5),))
     assert c.world == WorldConfig(restart_s=0.0) and c.run == RunSection(workload=Workload(trace="max_min_fairness"))
+
+
+@pytest.mark.parametrize(("command", "text", "fragment"), [
+    ("run", "run: {round_s: 0}\n", "--round-s must be a positive number of seconds, got 0.0"),
+    ("run", "world: {rate_model: sync}\n", "unknown key world.rate_model for `hadar run` (known: fork_efficiency)"),
+    ("serve", "run: {state: STATE, port: 70000}\n", "--port must be in 0..65535, got 70000"),  # state from the file
+])
+def test_run_and_serve_read_their_own_flags_from_the_file(tmp_path: Path, command: str, text: str,
+                                                         fragment: str) -> None:
+    proc = hadar(command, "--config", write(tmp_path, text.replace("STATE", str(tmp_path / "state"))))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert fragment in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "state").exists()  # nothing made for input that is wrong
