@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from hadar.runconfig import RunConfig, Workload
 
 DEFAULT_TRACE = "max_min_fairness"
-DEFAULT_CLUSTER = "8:16:24"  # the run configuration's defaults (``runconfig``)
+DEFAULT_CLUSTER = "8:16:24"  # as runconfig.DEFAULT_CLUSTER (tests/unit/test_runconfig.py)
 DEFAULT_POLICY = "max_min_fairness_perf"
 
 

@@ -10,7 +10,7 @@ the file too, for their own flags). The file's keys are the flags' names with un
     run:    {cluster: "8:16:24", trace: max_min_fairness, round_s: 360, seed: 0, out: results}
 
 A bad file or value (unknown key, wrong type, a negative count, a file that is not there) is one
-``InputError`` line. ``docs/run.md`` documents every key.
+``InputError`` line. ``docs/config.md`` documents every key.
 """
 
 from __future__ import annotations

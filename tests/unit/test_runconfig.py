@@ -150,3 +150,11 @@ def test_run_and_serve_read_their_own_flags_from_the_file(tmp_path: Path, comman
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert fragment in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "state").exists()  # nothing made for input that is wrong
+
+
+def test_the_defaults_are_the_flags_defaults() -> None:
+    from hadar import cli_simulate, runconfig
+
+    assert (runconfig.DEFAULT_POLICY, runconfig.DEFAULT_CLUSTER) == (cli_simulate.DEFAULT_POLICY,
+                                                                     cli_simulate.DEFAULT_CLUSTER)
+    assert RunSection().round_s == build_parser().parse_args(["simulate"]).round_s
