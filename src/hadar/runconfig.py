@@ -24,6 +24,7 @@ from typing import Any
 
 from hadar.errors import InputError
 from hadar.files import read_yaml
+from hadar.model.job import check_restart_s
 from hadar.model.world import RATE_MODELS
 
 DEFAULT_POLICY = "max_min_fairness_perf"
@@ -50,8 +51,8 @@ class WorldConfig:
     def __post_init__(self) -> None:
         if self.rate_model not in RATE_MODELS:
             raise InputError(f"rate model must be one of {', '.join(RATE_MODELS)}, got {self.rate_model!r}")
-        if self.restart_s is not None and not (math.isfinite(self.restart_s) and self.restart_s >= 0):
-            raise InputError(f"--restart-s must be a number of seconds >= 0, got {self.restart_s}")
+        if self.restart_s is not None:
+            check_restart_s(self.restart_s, "--restart-s")
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,7 +103,7 @@ def test_policy_params_are_the_profile_params(tmp_path: Path) -> None:
     ("run: {cluster: 8:16:24}\n", "quote it"),
     ("run: {window: [1]}\n", "run.window must be a list of 2 values"),
     ("world: {rate_model: fast}\n", "world.rate_model must be one of sync, additive"),
-    ("world: {restart_s: -1}\n", "--restart-s must be a number of seconds >= 0"),
+    ("world: {restart_s: -1}\n", "--restart-s: restart_s must be a finite number of seconds >= 0"),
     ("run: {trace: nowhere.trace}\n", "trace file not found: nowhere.trace"),
     ("policy: {params: {alpha: 2}}\n", "has no parameter 'alpha'"),
     ("- 1\n", "expected a mapping with sections world, policy, run"),
