@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     only = first if first in _SUBCOMMANDS else None
     parser = build_parser(only if only not in ("simulate", "policies") else None)
     try:
+        if any(a == "--config" or a.startswith("--config=") for a in argv):  # the file's values, under the flags
+            from hadar.runconfig import apply_config_file
+
+            apply_config_file(parser, argv)
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):
             if not argv:  # no arguments at all: the default simulation

@@ -24,6 +24,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--policy", default=DEFAULT_POLICY, help="policy name (see `hadar policies`)")
     add_workload_args(p)
     add_output_args(p)
+    from hadar.runconfig import add_config_arg
+
+    add_config_arg(p)
     p.set_defaults(func=main)
 
 

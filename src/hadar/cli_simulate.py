@@ -9,13 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hadar.errors import InputError
-
 if TYPE_CHECKING:
     from hadar.model.job import Job
+    from hadar.runconfig import RunConfig, Workload
 
 DEFAULT_TRACE = "max_min_fairness"
-DEFAULT_CLUSTER = "8:16:24"
+DEFAULT_CLUSTER = "8:16:24"  # as runconfig.DEFAULT_CLUSTER (tests/unit/test_runconfig.py)
 DEFAULT_POLICY = "max_min_fairness_perf"
 
 
@@ -31,6 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ftf", action="store_true", help="also run `isolated` on the same workload and report "
                    "finish-time fairness (ftf_mean, ftf_max)")
     add_output_args(p)
+    add_config_arg(p)
     p.set_defaults(func=run_simulate)
     q = sub.add_parser("policies", help="list the registered policies")
     q.set_defaults(func=run_policies)
@@ -78,6 +78,12 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
                    "each GPU adds its share (additive: local batches in proportion to each GPU's speed)")
 
 
+def add_config_arg(p: argparse.ArgumentParser) -> None:
+    from hadar.runconfig import add_config_arg as add
+
+    add(p)
+
+
 def add_profiles_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profiles", type=Path, help="YAML file of policy profiles: {NAME: {policy: REGISTERED, "
                    "PARAM: VALUE, ...}}; each NAME can be used as a policy name (see docs/policies.md)")
@@ -104,59 +110,59 @@ def add_output_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-def load_inputs(args: argparse.Namespace) -> tuple[Any, Any, Any, dict[str, Any]]:
-    """(job source, cluster, table, extra simulate kwargs) from parsed arguments."""
+def load_inputs(args: argparse.Namespace | RunConfig) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """(job source, cluster, table, extra simulate kwargs) from parsed arguments or their ``RunConfig``."""
+    from hadar.runconfig import RunConfig, from_args
+
+    config = args if isinstance(args, RunConfig) else from_args(args)
+    return inputs_of(config)
+
+
+def inputs_of(config: RunConfig) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """(job source, cluster, table, extra simulate kwargs) of a run's configuration: the files read."""
     from hadar.config import parse_cluster
+    from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
     from hadar.model.throughput import ThroughputTable
+    from hadar.model.world import World
+
+    run, world = config.run, config.world
+    cluster = parse_cluster(run.cluster, run.gpus_per_node)
+    table = ThroughputTable.load(run.throughputs)
+    kwargs: dict[str, Any] = {"round_s": run.round_s, "seed": run.seed, "gavel_compat": run.gavel_compat}
+    if world.restart_s is not None:
+        kwargs["restart_s"] = world.restart_s
+    efficiency = None if world.fork_efficiency is None else ForkEfficiency.load(world.fork_efficiency)
+    kwargs["world"] = World(rate_model=world.rate_model, fork_efficiency=efficiency or IDEAL)
+    if efficiency is not None:
+        kwargs["fork_estimate"] = efficiency  # simulate: the planner is told the world's (compare: both ways)
+    if run.tenants is not None:
+        from hadar.service.tenants import load_tenants
+
+        kwargs["tenants"] = load_tenants(run.tenants, set(cluster.listed_types))
+        kwargs["min_run_s"] = run.min_run_s
+    if config.policy.params:
+        kwargs["policy_kwargs"] = dict(config.policy.params)
+    w = run.workload
+    if w.window is not None:
+        kwargs["window"] = w.window
+    return _source(w, table, run.seed, kwargs), cluster, table, kwargs
+
+
+def _source(w: Workload, table: Any, seed: int, kwargs: dict[str, Any]) -> Iterator[Job] | list[Job]:
+    """The workload's jobs: a trace's list, or the generator (a list of ``num_jobs`` without a window)."""
     from hadar.sim.generate import JobGenerator
     from hadar.sim.trace import read_jobs
 
-    cluster = parse_cluster(args.cluster, args.gpus_per_node)
-    table = ThroughputTable.load(args.throughputs)
-    kwargs: dict[str, Any] = {"round_s": args.round_s, "seed": args.seed, "gavel_compat": args.gavel_compat}
-    if args.restart_s is not None:
-        kwargs["restart_s"] = args.restart_s
-    from hadar.model.fork_efficiency import IDEAL
-    from hadar.model.world import World
-
-    efficiency = load_fork_efficiency(args)
-    kwargs["world"] = World(rate_model=getattr(args, "rate_model", "sync"), fork_efficiency=efficiency or IDEAL)
-    if efficiency is not None:
-        kwargs["fork_estimate"] = efficiency  # simulate: the planner is told the world's (compare: both ways)
-    if getattr(args, "tenants", None) is not None:
-        from hadar.service.tenants import load_tenants
-
-        if not 0 <= args.min_run_s < float("inf"):
-            raise InputError(f"--min-run-s must be a number of seconds >= 0, got {args.min_run_s}")
-        kwargs["tenants"] = load_tenants(args.tenants, set(cluster.listed_types))
-        kwargs["min_run_s"] = args.min_run_s
-    if args.window is not None:
-        a, b = args.window
-        if a < 0 or b <= a:
-            raise InputError(f"--window A B needs 0 <= A < B, got {a} {b}")
-        kwargs["window"] = (a, b)
-    if args.generate:
-        if args.trace:
-            raise InputError("give either --trace or --generate, not both")
-        if args.jobs_per_hour is None:
-            raise InputError("--generate needs --jobs-per-hour")
-        if args.num_jobs is None and args.window is None:
-            raise InputError("--generate needs --num-jobs N or --window A B")
-        if args.num_jobs is not None:
-            if args.num_jobs <= 0:
-                raise InputError(f"--num-jobs must be positive, got {args.num_jobs}")
-            kwargs["limit"] = args.num_jobs
-        generator = JobGenerator(table, args.jobs_per_hour, seed=args.seed, multi_gpu=args.multi_gpu,
-                                 multi_priority=args.multi_priority)
-        source: Iterator[Job] | list[Job] = iter(generator)
-        if args.num_jobs is not None and args.window is None:
-            source = list(itertools.islice(source, args.num_jobs))
-    else:
-        for flag in ("jobs_per_hour", "num_jobs"):
-            if getattr(args, flag) is not None:
-                raise InputError(f"--{flag.replace('_', '-')} needs --generate")
-        source = read_jobs(args.trace or DEFAULT_TRACE)
-    return source, cluster, table, kwargs
+    if not w.generate:
+        return read_jobs(w.trace or DEFAULT_TRACE)
+    assert w.jobs_per_hour is not None  # the configuration checked it
+    if w.num_jobs is not None:
+        kwargs["limit"] = w.num_jobs
+    generator = JobGenerator(table, w.jobs_per_hour, seed=seed, multi_gpu=w.multi_gpu, multi_priority=w.multi_priority)
+    source: Iterator[Job] | list[Job] = iter(generator)
+    if w.num_jobs is not None and w.window is None:
+        source = list(itertools.islice(source, w.num_jobs))
+    return source
 
 
 def progress_bar(total: int | None, desc: str, args: argparse.Namespace) -> Any:
@@ -172,19 +178,22 @@ def progress_bar(total: int | None, desc: str, args: argparse.Namespace) -> Any:
 def run_simulate(args: argparse.Namespace) -> int:
     from hadar.cli import emit_json
     from hadar.metrics.summary import ftf
+    from hadar.runconfig import from_args
     from hadar.sim.run import simulate, write_outputs
 
+    config = from_args(args)
     profiles = load_profiles(args)
-    source, cluster, table, kwargs = load_inputs(args)
+    source, cluster, table, kwargs = inputs_of(config)
     first, last = kwargs.get("window", (0, 0))
     total = len(source) if isinstance(source, list) else last - first
     with progress_bar(total, args.policy, args) as bar:
-        result = simulate(source, cluster, table, args.policy, record_events=args.out is not None,
+        result = simulate(source, cluster, table, config.policy.name, record_events=args.out is not None,
                           progress=bar.update, profiles=profiles, **kwargs)
     if args.ftf:
-        src = source if isinstance(source, list) else load_inputs(args)[0]
+        src = source if isinstance(source, list) else inputs_of(config)[0]
+        iso_kwargs = {k: v for k, v in kwargs.items() if k != "policy_kwargs"}  # the policy's own, not isolated's
         with progress_bar(total, "isolated (for FTF)", args) as bar:
-            iso = simulate(src, cluster, table, "isolated", progress=bar.update, **kwargs)
+            iso = simulate(src, cluster, table, "isolated", progress=bar.update, **iso_kwargs)
         result.summary.update(ftf(result.rows, iso.rows))
     if args.out is not None:
         from hadar.metrics.plots import write_run_plots

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hadar.errors import HadarError, InputError
+
+if TYPE_CHECKING:
+    from hadar.runconfig import RunConfig
 
 DEFAULT_POLICIES = "hadar,max_min_fairness_perf,yarn_cs"
 CALIBRATED = "-calibrated"  # suffix of a forking policy's row run with --fork-efficiency
@@ -40,25 +43,22 @@ def add_parser(sub: Any) -> None:
                    "listed, else the first policy)")
     p.add_argument("--no-ftf", action="store_true", help="skip the `isolated` run that finish-time fairness needs")
     add_output_args(p)
+    from hadar.cli_simulate import add_config_arg
+
+    add_config_arg(p)
     from hadar.sweep import add_args as add_parallel_args
 
     add_parallel_args(p)
     p.set_defaults(func=run_compare)
 
 
-def _policies(args: argparse.Namespace, profiles: dict[str, Any] | None = None) -> tuple[list[str], str]:
+def _policies(config: RunConfig, profiles: dict[str, Any] | None = None) -> tuple[list[str], str]:
     from hadar.policies.profiles import resolve
 
-    names = [n.strip() for n in args.policies.split(",") if n.strip()]
-    if not names:
-        raise InputError("--policies needs at least one policy name")
+    names = list(config.policy.names)
     for n in names:
         resolve(n, profiles)  # unknown names: one line naming the known policies and profiles
-    if len(set(names)) != len(names):
-        raise InputError("--policies lists a policy twice")
-    baseline = args.baseline or ("max_min_fairness_perf" if "max_min_fairness_perf" in names else names[0])
-    if baseline not in names:
-        raise InputError(f"--baseline {baseline!r} is not among --policies ({', '.join(names)})")
+    baseline = config.policy.baseline or ("max_min_fairness_perf" if "max_min_fairness_perf" in names else names[0])
     return names, baseline
 
 
@@ -68,22 +68,25 @@ def compare(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
     The runs are independent (each loads its own, identical workload), so ``--parallel N`` and
     ``--address`` run them side by side (``hadar.sweep``) with the same results as one after the other.
     """
-    from hadar.cli_simulate import load_inputs, load_profiles
+    from hadar.cli_simulate import inputs_of, load_profiles
     from hadar.metrics.summary import ftf
+    from hadar.runconfig import from_args
 
+    config = from_args(args)
     profiles = load_profiles(args)
-    names, baseline = _policies(args, profiles)
+    names, baseline = _policies(config, profiles)
     want_ftf = not args.no_ftf
-    source, _, _, kwargs = load_inputs(args)  # bad input fails here, before any run starts
+    source, _, _, kwargs = inputs_of(config)  # bad input fails here, before any run starts
     eff = kwargs.get("fork_estimate")
     total = len(source) if isinstance(source, list) else (kwargs["window"][1] - kwargs["window"][0])
     order = names + (["isolated"] if want_ftf and "isolated" not in names else [])
-    tasks = [(args, name, profiles, name == "isolated" and "isolated" not in names, False) for name in order]
+    record = args.out is not None
+    tasks = [(config, name, profiles, name == "isolated" and "isolated" not in names, False, record) for name in order]
     runs = dict(zip(order, _run_all(tasks, total, args), strict=True))
     rows = list(names)
     forking = [n for n in names if runs[n].summary.get("ttd_forking_bound_s") is not None] if eff is not None else []
     if forking:  # each forking policy again, its planner told what the world's copies are worth
-        again = _run_all([(args, n, profiles, False, True) for n in forking], total, args)
+        again = _run_all([(config, n, profiles, False, True, record) for n in forking], total, args)
         for name, res in zip(forking, again, strict=True):
             label = name + CALIBRATED
             res.summary["policy"] = label
@@ -117,19 +120,19 @@ def _run_all(tasks: list[Any], total: int, args: argparse.Namespace) -> list[Any
                          on_progress=lambda i, n: bar.update(n), on_done=done)
 
 
-def _run_one(task: tuple[argparse.Namespace, str, Any, bool, bool], report: Any) -> Any:
+def _run_one(task: tuple[RunConfig, str, Any, bool, bool, bool], report: Any) -> Any:
     """One policy's run of ``compare`` (module level: ``hadar.sweep`` may run it in another process);
     ``calibrated``: the forking planner's estimate is the world's fork efficiency (``--fork-efficiency``),
     else the policy's own (ideal); every run is in the same world."""
-    from hadar.cli_simulate import load_inputs
+    from hadar.cli_simulate import inputs_of
     from hadar.sim.run import simulate
 
-    args, name, profiles, for_ftf, calibrated = task
-    source, cluster, table, kwargs = load_inputs(args)  # a fresh, identical workload per policy
+    config, name, profiles, for_ftf, calibrated, record = task
+    source, cluster, table, kwargs = inputs_of(config)  # a fresh, identical workload per policy
     if not calibrated:
         kwargs.pop("fork_estimate", None)
     try:
-        return simulate(source, cluster, table, name, record_events=args.out is not None, progress=report,
+        return simulate(source, cluster, table, name, record_events=record, progress=report,
                         profiles=profiles, **kwargs)
     except HadarError as e:
         if not for_ftf:

@@ -19,12 +19,6 @@ SCOPE = ("src/hadar", "tests", "bench")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_PARAMETERS = 8
-#: functions still over MAX_PARAMETERS while their rework is on other branches (``path:name``):
-#: emptied when those are merged; an entry that is no longer over the limit fails the test too
-OVER_PARAMETERS_UNTIL_MERGED = frozenset({
-    "src/hadar/runtime/experiment.py:run_experiment",
-    "src/hadar/service/runtime.py:start_backend",
-})
 
 
 def python_files(root: Path = ROOT) -> list[Path]:
@@ -91,10 +85,8 @@ def test_no_function_in_src_over_8_parameters() -> None:
     for path in python_files():
         if path.relative_to(ROOT).parts[0] == "src":
             over.update(too_many_parameters(path))
-    bad = sorted(f"{k} takes {v}" for k, v in over.items() if k not in OVER_PARAMETERS_UNTIL_MERGED)
+    bad = sorted(f"{k} takes {v}" for k, v in over.items())
     assert not bad, "functions over 8 parameters (group them in a frozen dataclass):\n" + "\n".join(bad)
-    stale = sorted(OVER_PARAMETERS_UNTIL_MERGED - set(over))
-    assert not stale, "no longer over 8 parameters: take them off OVER_PARAMETERS_UNTIL_MERGED:\n" + "\n".join(stale)
 
 
 def test_the_parameter_check(tmp_path: Path) -> None:

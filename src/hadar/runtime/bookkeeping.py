@@ -40,8 +40,7 @@ class Bookkeeper:
         done = float(head.iterations * world)
         steps = min(done, limit)
         start = info.steps
-        if not forked:
-            info.steps += steps
+        if not forked:  # a forked copy's steps count when the copies merge
             info.iteration += head.iterations
             if head.saved_steps is not None:
                 info.saved_steps = head.saved_steps
@@ -64,7 +63,10 @@ class Bookkeeper:
         metrics = {"train_s": head.train_s, "restore_s": head.restore_s, "save_s": head.save_s,
                    "rate": done / head.train_s if head.train_s > 0 else 0.0, "iterations": float(head.iterations),
                    **head.metrics}
-        return LeaseResult(lease.job_id, lease.copy, lease.gpus, steps, end, metrics=metrics)
+        result = LeaseResult(lease.job_id, lease.copy, lease.gpus, steps, end, metrics=metrics)
+        if not forked:
+            info.count(result)
+        return result
 
     def failure(self, info: JobProgress, lease: Lease, round_no: int, end: float, why: str, trace: str = "",
                 output: str = "") -> LeaseResult:

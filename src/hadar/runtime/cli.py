@@ -71,6 +71,9 @@ def add_parser(sub: Any) -> None:
                    "and checkpoints and must be storage every node sees")
     p.add_argument("--partition", help="--slurm: the partition whose GPU nodes hadar schedules and where its jobs "
                    "go (default: every partition's GPU nodes, each lease in its node's first partition)")
+    from hadar.runconfig import add_config_arg
+
+    add_config_arg(p)
     p.set_defaults(func=main)
 
 

@@ -354,7 +354,8 @@ class RayExecutor:
         saved = [c for c in copies if c.path.is_file()]
         merged = aggregate.merge_copies(info.checkpoint, info.steps, info.iteration, saved,
                                         optimizer=self.fork_optimizer)
-        info.steps += sum(c.steps for c in copies)
+        for r in results:
+            info.count(r)
         info.iteration += max(c.iterations for c in copies)
         if merged is not None:
             info.saved_steps = info.steps

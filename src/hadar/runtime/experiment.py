@@ -21,6 +21,7 @@ import json
 import math
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -181,8 +182,9 @@ def main(args: argparse.Namespace) -> int:
 
     require_runtime_extra("experiment")
     seeds, policies = _args(args)
-    runs = run_experiment(policies, seeds, scale=args.scale, round_s=args.round_s, out=args.out,
-                          fork_optimizer=args.fork_optimizer, progress=not args.no_progress, dilation=args.dilation)
+    runs = run_experiment(policies, seeds, ExperimentOptions(
+        scale=args.scale, round_s=args.round_s, out=args.out, fork_optimizer=args.fork_optimizer,
+        progress=not args.no_progress, dilation=args.dilation))
     result = aggregate_runs(runs)
     if args.out is not None:
         write_experiment(result, args.out)
@@ -195,11 +197,26 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_experiment(policies: list[str], seeds: list[int], *, scale: float = 1.0, round_s: float = 3.0,
-                   out: Path | None = None, fork_optimizer: str = "largest", progress: bool = True,
-                   cluster: Cluster | None = None, jobs: list[Job] | None = None,
-                   dilation: float | None = DILATION) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class ExperimentOptions:
+    """How ``run_experiment`` runs: the workload's ``scale`` (its jobs' steps), the round length, where
+    each run's folder goes (None: temporary folders), HadarE's fork optimizer, a line per run on stderr
+    (``progress``), the cluster and jobs (None: the experiment's own) and the emulation's dilation."""
+
+    scale: float = 1.0
+    round_s: float = 3.0
+    out: Path | None = None
+    fork_optimizer: str = "largest"
+    progress: bool = True
+    cluster: Cluster | None = None
+    jobs: tuple[Job, ...] | None = None
+    dilation: float | None = DILATION
+
+
+def run_experiment(policies: list[str], seeds: list[int], options: ExperimentOptions = ExperimentOptions()
+                   ) -> list[dict[str, Any]]:
     """One run per (seed, policy), seeds outer; returns one record per run (summary + per-job quality)."""
+    o = options
     import tempfile
 
     import ray
@@ -207,25 +224,26 @@ def run_experiment(policies: list[str], seeds: list[int], *, scale: float = 1.0,
     from hadar.runtime import session
     from hadar.runtime.run import quality_rows, run, write_outputs
 
-    cluster = cluster or experiment_cluster()
-    jobs = jobs or experiment_jobs(scale)
+    cluster = o.cluster or experiment_cluster()
+    jobs = list(o.jobs) if o.jobs else experiment_jobs(o.scale)
     started = not ray.is_initialized()
     session.start_local(cluster)
     records = []
     try:
         for seed in seeds:
             for pol in policies:
-                where = out / f"{pol}-seed{seed}" if out is not None else Path(tempfile.mkdtemp(prefix="hadar-exp-"))
-                res = run(jobs, cluster, pol, round_s=round_s, seed=seed, checkpoint_dir=where / "checkpoints",
-                          fork_optimizer=fork_optimizer, dilation=dilation)
-                if out is not None:
+                where = o.out / f"{pol}-seed{seed}" if o.out is not None else Path(
+                    tempfile.mkdtemp(prefix="hadar-exp-"))
+                res = run(jobs, cluster, pol, round_s=o.round_s, seed=seed, checkpoint_dir=where / "checkpoints",
+                          fork_optimizer=o.fork_optimizer, dilation=o.dilation)
+                if o.out is not None:
                     write_outputs(res, where)
                 s = res.summary
-                if progress:
+                if o.progress:
                     sys.stderr.write(f"{LABELS.get(pol, pol):>7} seed {seed}: TTD {s['makespan_s']:.1f} s, avg JCT "
                                      f"{s['avg_jct_s']:.1f} s, utilization {s['utilization']:.2f}\n")
                 records.append({"policy": pol, "seed": seed, "summary": s, "quality": quality_rows(res),
-                                "dir": str(where) if out is not None else None})
+                                "dir": str(where) if o.out is not None else None})
     finally:
         if started and ray.is_initialized():
             ray.shutdown()

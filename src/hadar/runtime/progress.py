@@ -1,6 +1,10 @@
 """What the runtime knows of each job it runs: progress, saved state, metrics, failures, and its log file.
 
-``JobProgress`` is the executor's per-job record (the ledger keeps the scheduler's). A job's
+``JobProgress`` is the executor's per-job record; the engine's ledger (``mechanism/ledger.py``) is the
+one record of a job's steps. ``JobProgress.steps`` is a read-only view of what the executor reported:
+the steps of the lease results it returned for the job in its round reports (``count``, the one
+writer, called where each result is made), on top of the checkpoint a resumed job started from
+(``resume_at``); the ledger applies the same results, so the two agree by construction. A job's
 log, ``LOGS/job-<id>.log`` (``hadar run --out DIR``: ``DIR/logs``), gets what each lease
 printed, every warning, and the full traceback of every failed lease.
 """
@@ -12,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hadar.model.job import Job, TrainSpec
+from hadar.model.plan import LeaseResult
 
 
 @dataclass(slots=True)
@@ -22,7 +27,8 @@ class JobProgress:
     spec: TrainSpec
     checkpoint: Path
     log: Path | None = None
-    steps: float = 0.0  # progress: steps of successful leases
+    base_steps: float = 0.0  # the progress this run took the job over at (a resumed job's checkpoint)
+    reported_steps: float = 0.0  # steps of the lease results reported for the job (``count``)
     iteration: int = 0  # the next number ctx.steps() yields
     saved_steps: float | None = None  # progress at the last save_state of this run (None: never saved)
     first: dict[str, float] = field(default_factory=dict)  # first reported value of each metric
@@ -37,6 +43,24 @@ class JobProgress:
     profiled: set[str] = field(default_factory=set)  # GPU types a profiling lease was tried on
     profile_off: bool = False
     ended: bool = False  # failed for good
+
+    @property
+    def steps(self) -> float:
+        """The job's progress: where this run took it over plus the steps of every result reported for it."""
+        return self.base_steps + self.reported_steps
+
+    def count(self, result: LeaseResult) -> None:
+        """A lease result of the job, as it goes into the round's report (a failed one counts no steps)."""
+        if result.job_id != self.job.job_id:
+            raise ValueError(f"a result of job {result.job_id} counted for job {self.job.job_id}")
+        if not result.failed:
+            self.reported_steps += result.steps
+
+    def resume_at(self, steps: float, iteration: int) -> None:
+        """A job resumed from its committed checkpoint (``steps`` of progress, ``iteration`` next): its next
+        lease restores that file and counting continues from there."""
+        self.base_steps, self.reported_steps = steps, 0.0
+        self.iteration, self.saved_steps = iteration, steps
 
     @property
     def restart_s(self) -> float | None:

@@ -31,9 +31,7 @@ from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
-from hadar.runtime import aggregate, emulation, outputs, session, workloads
-from hadar.runtime.executor import RayExecutor
-from hadar.runtime.nodes import NodeWatcher
+from hadar.runtime import aggregate, backend, emulation, outputs, session, workloads
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.progress import JobProgress
 from hadar.runtime.records import RoundStats
@@ -167,36 +165,32 @@ def run_with(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, o: 
     pol = run_policy.policy
     if cluster is not None:  # reject impossible jobs before starting anything
         validate_jobs(jobs, cluster, _shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
-    sess = _session(cluster, o.address, o.dashboard_host)
-    cluster = sess.cluster
+    sess = backend.start_session(cluster, o.address, o.dashboard_host)
     events: list[dict[str, Any]] = []
     emit = _tee(events, o.on_event)
-    pool = WorkerPool(cluster, sess.pins)
+    be: backend.Backend | None = None
     try:
-        validate_jobs(jobs, cluster, _shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
-        dil = (o.dilation or emulation.dilation(cluster.num_gpus, os.cpu_count() or 1)) if sess.emulated else None
-        pool.start(partners=o.pair_workers == "eager")
-        if o.on_pool is not None:
-            o.on_pool(pool)
-        clock = WallClock()  # t = 0 once every worker is up
-        executor = RayExecutor(cluster, pool, clock, checkpoint_dir=ckpt, log_dir=o.log_dir,
-                               ratios=emulation.SpeedRatios(ThroughputTable.load(), cluster.gpu_types), dilation=dil,
-                               given=o.throughputs, on_event=emit, on_dispatch=o.on_dispatch, grace_s=o.grace_s,
-                               seed=o.seed, fork_optimizer=o.fork_optimizer,
-                               nodes=NodeWatcher(pool, joins=o.address is not None))  # dead nodes leave, new ones join
+        validate_jobs(jobs, sess.cluster, _shape_table(jobs, sess.cluster), spans_types=pol.traits.spans_types)
+        be = backend.start_backend(sess, WallClock, backend.BackendOptions(  # t = 0 once every worker is up
+            checkpoint_dir=ckpt, log_dir=o.log_dir, seed=o.seed, dilation=o.dilation, grace_s=o.grace_s,
+            given=o.throughputs, fork_optimizer=o.fork_optimizer, eager_partners=o.pair_workers == "eager",
+            on_event=emit, on_dispatch=o.on_dispatch, on_pool=o.on_pool))
+        executor = be.executor
         prior = executor.admit(list(jobs))
-        engine, ledger = wire(pol, cluster, prior, executor, clock, round_s=o.round_s, seed=o.seed,
+        engine, ledger = wire(pol, sess.cluster, prior, executor, executor.clock, round_s=o.round_s, seed=o.seed,
                               hooks=Hooks(on_event=emit, on_progress=o.on_progress),
                               fork_efficiency=o.fork_efficiency or IDEAL)
         stats = engine.run(Workload(jobs))
     finally:
-        pool.shutdown()
-        if sess.owned:
+        if be is not None:
+            be.close()
+        elif sess.owned:
             session.shutdown()
+    assert be is not None  # it ran
     rows = job_rows(ledger)
     summary = summarize(ledger, rows, policy=run_policy.label, wall_s=stats.wall_s)
-    summary.update(outputs.runtime_summary(stats, executor, ledger, pool.replaced, o.round_s))
-    summary.update(emulated=sess.emulated, ray_auth=sess.auth, emulation_dilation=dil or 1.0)
+    summary.update(outputs.runtime_summary(stats, executor, ledger, be.pool.replaced, o.round_s))
+    summary.update(emulated=sess.emulated, ray_auth=sess.auth, emulation_dilation=be.dilation or 1.0)
     return RuntimeResult(summary, rows, executor.jobs, executor.tracker.table(), executor.tracker.mean_table(), prior,
                          executor.rounds, stats, events, executor.tracker.entries())
 
@@ -211,14 +205,6 @@ def _check_options(round_s: float, fork_optimizer: str, dilation: float | None, 
                          f"got {fork_optimizer!r}")
     if dilation is not None and not (math.isfinite(dilation) and dilation >= 1):
         raise InputError(f"dilation must be a number >= 1, got {dilation}")
-
-
-def _session(cluster: Cluster | None, address: str | None, dashboard_host: str | None) -> session.RaySession:
-    if address is not None:
-        return session.connect(address, cluster)
-    if cluster is None:
-        raise InputError("a local (emulated) run needs a cluster")
-    return session.start_local(cluster, dashboard_host=dashboard_host)
 
 
 def _shape_table(jobs: Sequence[Job], cluster: Cluster) -> ThroughputTable:

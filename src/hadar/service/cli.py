@@ -40,6 +40,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
                    "only; anything else exposes the API, token-protected, to the network)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
+    from hadar.runconfig import add_config_arg
+
+    add_config_arg(p)
     p.set_defaults(func=serve_main)
 
     s = sub.add_parser("submit", help="submit a job file to a running `hadar serve`",

@@ -1,7 +1,7 @@
 """The service's training back end: Ray, the worker pool and the executor (which owns the throughput tracker).
 
-The same pieces ``hadar run`` assembles (``runtime.run``), built once for a server that does
-not know its jobs in advance: each job is registered with the executor when it enters the
+The same back end ``hadar run`` starts (``runtime.backend``, the one Ray wiring), for a server that
+does not know its jobs in advance: each job is registered with the executor when it enters the
 scheduler (its row joins the tracker's table then), the checkpoints and per-job logs live in
 the state directory, the executor carries the store's run id (so a restarted server resumes
 from its own checkpoints), the measured throughputs come back from the store, and a node
@@ -11,9 +11,8 @@ watcher follows the Ray cluster's nodes.
 from __future__ import annotations
 
 import logging
-import os
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,7 @@ from hadar.clock import Clock, WallClock
 from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
-from hadar.runtime import checkpoint, emulation, session
-from hadar.runtime.executor import RayExecutor
-from hadar.runtime.nodes import NodeWatcher
-from hadar.runtime.pool import WorkerPool
+from hadar.runtime import backend, checkpoint, session
 from hadar.runtime.progress import JobProgress
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.service.store import ThroughputRow
@@ -44,22 +40,7 @@ class ServiceClock(WallClock):
         return self.start_s + super().now()
 
 
-@dataclass(slots=True)
-class Backend:
-    """What trains: the Ray session, its workers and the executor (``executor.tracker``: measured rates)."""
-
-    sess: session.RaySession
-    pool: WorkerPool
-    executor: RayExecutor
-
-    @property
-    def tracker(self) -> ThroughputTracker:
-        return self.executor.tracker
-
-    def close(self) -> None:
-        self.pool.shutdown()
-        if self.sess.owned:
-            session.shutdown()
+Backend = backend.Backend
 
 
 def shape_table(jobs: Sequence[Job], cluster: Cluster) -> ThroughputTable:
@@ -72,31 +53,21 @@ def shape_table(jobs: Sequence[Job], cluster: Cluster) -> ThroughputTable:
 
 
 def start_session(cluster: Cluster | None, address: str | None) -> session.RaySession:
-    if address is not None:
-        return session.connect(address, cluster)
-    assert cluster is not None
-    return session.start_local(cluster)
+    return backend.start_session(cluster, address)
 
 
-def start_backend(sess: session.RaySession, clock: Clock, checkpoint_dir: Path, log_dir: Path, *, seed: int,
-                  run_id: str, on_event: Callable[[dict[str, Any]], None], measured: Sequence[Any],
-                  dilation: float | None = None, grace_s: float = 30.0) -> Backend:
-    """Workers up, the executor built (checkpoints tagged with ``run_id``), its tracker holding what the
-    store measured before (``measured``: rows of the ``throughputs`` table)."""
-    cluster = sess.cluster
-    dil = (dilation or emulation.dilation(cluster.num_gpus, os.cpu_count() or 1)) if sess.emulated else None
-    pool = WorkerPool(cluster, sess.pins)
+def start_backend(sess: session.RaySession, clock: Clock, options: backend.BackendOptions,
+                  measured: Sequence[Any]) -> Backend:
+    """The runtime's back end (``runtime.backend``: workers up, the executor built, its checkpoints tagged
+    with ``options.run_id``) on the service's clock, its tracker holding what the store measured before
+    (``measured``: rows of the ``throughputs`` table)."""
+    be = backend.start_backend(sess, lambda: clock, options)
     try:
-        pool.start()
-        executor = RayExecutor(cluster, pool, clock, checkpoint_dir=checkpoint_dir, log_dir=log_dir,
-                               ratios=emulation.SpeedRatios(ThroughputTable.load(), cluster.gpu_types),
-                               dilation=dil, on_event=on_event, grace_s=grace_s, seed=seed, run_id=run_id,
-                               nodes=NodeWatcher(pool, joins=sess.address is not None))
-        restore_tracker(executor.tracker, measured)
+        restore_tracker(be.tracker, measured)
     except BaseException:
-        pool.shutdown()
+        be.pool.shutdown()
         raise
-    return Backend(sess, pool, executor)
+    return be
 
 
 def restore_tracker(tracker: ThroughputTracker, rows: Sequence[Any]) -> None:
@@ -136,4 +107,4 @@ def saved_progress(path: Path, run_id: str, job_id: int) -> Saved | None:
 def resume(info: JobProgress, saved: Saved) -> None:
     """Set a registered job's runtime progress to its committed checkpoint's: its next lease restores that
     file (``saved_steps``) and continues counting steps from there."""
-    info.steps, info.iteration, info.saved_steps = saved.steps, saved.iteration, saved.steps
+    info.resume_at(saved.steps, saved.iteration)

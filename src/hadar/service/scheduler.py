@@ -35,6 +35,7 @@ from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
 from hadar.model.job import Job
 from hadar.policies.profiles import PolicySpec
 from hadar.runtime import checkpoint
+from hadar.runtime.backend import BackendOptions
 from hadar.runtime.run import check_writable
 from hadar.service import runtime
 from hadar.service.record import EventLog, StoreRecorder, cluster_json, load_engine_state
@@ -139,9 +140,9 @@ class Service:
         try:
             self.cluster = sess.cluster
             ckpt = check_writable(self.opts.state_dir / "checkpoints", "checkpoint folder")
-            backend = runtime.start_backend(sess, self.clock, ckpt, self.log_dir, seed=self.opts.seed,
-                                            run_id=self.store.run_id, on_event=self.events,
-                                            measured=self.store.throughputs(), dilation=self.opts.dilation)
+            options = BackendOptions(checkpoint_dir=ckpt, log_dir=self.log_dir, seed=self.opts.seed,
+                                     run_id=self.store.run_id, dilation=self.opts.dilation, on_event=self.events)
+            backend = runtime.start_backend(sess, self.clock, options, self.store.throughputs())
             self._serve(backend)
         finally:
             if backend is not None:
