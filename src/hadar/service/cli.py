@@ -13,7 +13,14 @@ DEFAULT_PORT = 8470
 
 
 def add_parser(sub: Any) -> None:
+    _serve_parser(sub)
+    _client_parsers(sub)
+    _team_parsers(sub)
+
+
+def _serve_parser(sub: Any) -> None:
     from hadar.cli_simulate import add_profiles_arg
+    from hadar.runconfig import add_config_arg
     from hadar.runtime.cli import DEFAULT_POLICY, add_fork_efficiency_arg
 
     p = sub.add_parser("serve", help="run the scheduler as a service: jobs submitted over HTTP, a live dashboard",
@@ -40,11 +47,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine "
                    "only; anything else exposes the API, token-protected, to the network)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free one)")
-    from hadar.runconfig import add_config_arg
-
     add_config_arg(p)
     p.set_defaults(func=serve_main)
 
+
+def _client_parsers(sub: Any) -> None:
     s = sub.add_parser("submit", help="submit a job file to a running `hadar serve`",
                        description="Submit the jobs of a job file (the same files as `hadar run --jobs`, checked "
                        "the same way before anything is stored: a relative entrypoint file is looked up in the job "
@@ -71,9 +78,6 @@ def add_parser(sub: Any) -> None:
     lg.add_argument("id", type=int)
     _where(lg)
     lg.set_defaults(func=logs_main)
-
-
-    _team_parsers(sub)
 
 
 def _tenant_args(p: argparse.ArgumentParser) -> None:
