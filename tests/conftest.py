@@ -84,12 +84,13 @@ def _slurm_scope(nodeid: str) -> bool:
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `make test` runs the suite on several workers
 def pytest_xdist_make_scheduler(config, log):
     """Every test on the session's Slurm cluster runs in one worker, so that one local cluster is started,
-    as in a serial run; every other test is scheduled alone, wherever a worker is free. (xdist's own
+    as in a serial run; every other module's tests run in one worker each, in their order (a module's
+    fixtures, such as a server started once for its tests, see them as a serial run does). (xdist's own
     ``--dist loadgroup`` cannot do this under pytest 9, whose test ids xdist 3.8 cannot suffix.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class SlurmTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "slurm" if _slurm_scope(nodeid) else nodeid
+            return "slurm" if _slurm_scope(nodeid) else super()._split_scope(nodeid)
 
     return SlurmTogether(config, log)
