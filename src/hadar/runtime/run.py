@@ -35,7 +35,7 @@ from hadar.runtime import aggregate, backend, emulation, outputs, session, workl
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.progress import JobProgress
 from hadar.runtime.records import RoundStats
-from hadar.runtime.tracker import ThroughputTracker
+from hadar.runtime.tracker import shape_table
 from hadar.sources import Workload
 
 log = logging.getLogger(__name__)
@@ -164,13 +164,13 @@ def run_with(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, o: 
     run_policy = policy_for_run(policy, seed=o.seed, profiles=o.profiles)
     pol = run_policy.policy
     if cluster is not None:  # reject impossible jobs before starting anything
-        validate_jobs(jobs, cluster, _shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
+        validate_jobs(jobs, cluster, shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
     sess = backend.start_session(cluster, o.address, o.dashboard_host)
     events: list[dict[str, Any]] = []
     emit = _tee(events, o.on_event)
     be: backend.Backend | None = None
     try:
-        validate_jobs(jobs, sess.cluster, _shape_table(jobs, sess.cluster), spans_types=pol.traits.spans_types)
+        validate_jobs(jobs, sess.cluster, shape_table(jobs, sess.cluster), spans_types=pol.traits.spans_types)
         be = backend.start_backend(sess, WallClock, backend.BackendOptions(  # t = 0 once every worker is up
             checkpoint_dir=ckpt, log_dir=o.log_dir, seed=o.seed, dilation=o.dilation, grace_s=o.grace_s,
             given=o.throughputs, fork_optimizer=o.fork_optimizer, eager_partners=o.pair_workers == "eager",
@@ -205,14 +205,6 @@ def _check_options(round_s: float, fork_optimizer: str, dilation: float | None, 
                          f"got {fork_optimizer!r}")
     if dilation is not None and not (math.isfinite(dilation) and dilation >= 1):
         raise InputError(f"dilation must be a number >= 1, got {dilation}")
-
-
-def _shape_table(jobs: Sequence[Job], cluster: Cluster) -> ThroughputTable:
-    """A table with every job's row (job type, GPU count), all rates positive: enough to check that jobs fit."""
-    tracker = ThroughputTracker(cluster.gpu_types)
-    for job in jobs:
-        tracker.add(job.job_type, job.scale_factor)
-    return tracker.table()
 
 
 Emit = Callable[[dict[str, Any]], None]

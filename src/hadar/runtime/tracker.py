@@ -33,6 +33,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from hadar.model.cluster import Cluster
+from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
 
 Key = tuple[str, int, str]
@@ -221,3 +223,12 @@ def _means(values: dict[tuple[Any, Key], float], shrink: float) -> dict[Any, flo
         sums[group] = sums.get(group, 0.0) + v
         counts[group] = counts.get(group, 0) + 1
     return {g: total / (counts[g] + shrink) for g, total in sums.items()}
+
+
+def shape_table(jobs: Sequence[Job], cluster: Cluster) -> ThroughputTable:
+    """A table with every job's row (job type, GPU count) on the cluster's types, all rates positive:
+    enough to check that jobs fit before they run or are stored (the tracker's table has the same keys)."""
+    tracker = ThroughputTracker(cluster.gpu_types)
+    for job in jobs:
+        tracker.add(job.job_type, job.scale_factor)
+    return tracker.table()

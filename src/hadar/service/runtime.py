@@ -19,8 +19,6 @@ from typing import Any
 
 from hadar.clock import Clock, WallClock
 from hadar.model.cluster import Cluster
-from hadar.model.job import Job
-from hadar.model.throughput import ThroughputTable
 from hadar.runtime import backend, checkpoint, session
 from hadar.runtime.progress import JobProgress
 from hadar.runtime.tracker import ThroughputTracker
@@ -41,15 +39,6 @@ class ServiceClock(WallClock):
 
 
 Backend = backend.Backend
-
-
-def shape_table(jobs: Sequence[Job], cluster: Cluster) -> ThroughputTable:
-    """A table with every job's row (job type, GPU count) on the cluster's types, all rates positive:
-    enough to check that a submission fits before it is stored (the tracker's table has the same keys)."""
-    tracker = ThroughputTracker(cluster.gpu_types)
-    for job in jobs:
-        tracker.add(job.job_type, job.scale_factor)
-    return tracker.table()
 
 
 def start_session(cluster: Cluster | None, address: str | None) -> session.RaySession:

@@ -37,6 +37,7 @@ from hadar.policies.profiles import PolicySpec
 from hadar.runtime import checkpoint
 from hadar.runtime.backend import BackendOptions
 from hadar.runtime.run import check_writable
+from hadar.runtime.tracker import shape_table
 from hadar.service import runtime
 from hadar.service.record import EventLog, StoreRecorder, cluster_json, load_engine_state
 from hadar.service.source import LiveSource
@@ -305,7 +306,7 @@ class Service:
         if self.cluster is None:
             raise Unavailable("the service is still connecting to the Ray cluster; try again in a moment")
         whole = Cluster(self.cluster.nodes)  # every node, up or not: a node that is down may come back
-        table = runtime.shape_table(jobs, whole)
+        table = shape_table(jobs, whole)
         for job in jobs:
             validate_job(job, whole, table, spans_types=self.run_policy.policy.traits.spans_types)
 
