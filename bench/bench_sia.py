@@ -20,7 +20,7 @@ seconds per workload and the table shows both.
 
     python bench/bench_sia.py --sia-dir SIA/sia-simulator [--workloads philly/workload-1,...]
         [--policies max_sum_throughput_perf,max_min_fairness_perf,hadar,hadare] [--profiles FILE]
-        [--sia-python PY] [--sia-policies gavel,sia,sia-rigid] [--sia-results FILE.json] [--sia-rerun]
+        [--sia-python PY] [--sia-policies gavel,sia,sia-rigid,sia-scale-gpus] [--sia-results FILE.json] [--sia-rerun]
         [--out DIR]
 """
 
@@ -58,6 +58,10 @@ SIA_ARGS = {
             "--project_throughputs", "--share_max_replicas"],
 }
 SIA_ARGS["sia-rigid"] = SIA_ARGS["sia"]
+SIA_ARGS["sia-scale-gpus"] = SIA_ARGS["sia"]
+#: Sia's runs on the workload with every job of one category (Sia's meaning: rigid keeps its GPU count and
+#: batch, scale-gpus adapts the count at a fixed batch); plain ``sia`` leaves the workload as it is (adaptive)
+CATEGORY = {"sia-rigid": "rigid", "sia-scale-gpus": "scale-gpus"}
 #: run Sia's multi_simulator.py with CBC on one thread and the solver quiet (its own config otherwise)
 #: the artifact the runs stored here came from (the Sia folder is not a git checkout: its code is hashed too)
 SIA_SOURCE = "siasosp23/artifacts aaf7a0d, sia-simulator/"
@@ -82,15 +86,16 @@ def hadar_runs(folder: Path, policies: tuple[str, ...], profiles: Any) -> dict[s
 def sia_run(sia_dir: Path, python: str, workload: Path, policy: str, folder: Path) -> dict[str, Any]:
     """One run of Sia's simulator; avg/p99 JCT and makespan from its log's last record, and how it ran."""
     args = [str(workload.relative_to(sia_dir) if workload.is_relative_to(sia_dir) else workload), *SIA_ARGS[policy]]
-    if policy == "sia-rigid":
-        rigid = folder / f"{workload.stem}-rigid.csv"
-        with workload.open(newline="") as f, rigid.open("w", newline="") as g:
+    if policy in CATEGORY:
+        category = CATEGORY[policy]
+        marked = folder / f"{workload.stem}-{category}.csv"
+        with workload.open(newline="") as f, marked.open("w", newline="") as g:
             rows = list(csv.DictReader(f))
             w = csv.DictWriter(g, fieldnames=[*rows[0], "category"])
             w.writeheader()
-            w.writerows({**r, "category": "rigid"} for r in rows)
-        workload = rigid
-        args[0] += " with a category column of rigid"
+            w.writerows({**r, "category": category} for r in rows)
+        workload = marked
+        args[0] += f" with a category column of {category}"
     log = folder / f"sia-{policy}.log"
     t0 = time.perf_counter()
     done = subprocess.run([python, "-c", SIA_DRIVER, str(workload.resolve()), *SIA_ARGS[policy],
@@ -198,7 +203,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--policies", default=",".join(POLICIES), help="hadar policies or profile names")
     ap.add_argument("--profiles", type=Path, help="YAML policy profiles (docs/policies.md)")
     ap.add_argument("--sia-python", help="a Python that runs Sia's simulator (runs it too)")
-    ap.add_argument("--sia-policies", default="gavel,sia,sia-rigid", help="of gavel,sia,sia-rigid")
+    ap.add_argument("--sia-policies", default="gavel,sia,sia-rigid", help="of gavel,sia,sia-rigid,sia-scale-gpus")
     ap.add_argument("--sia-results", type=Path, help="JSON file of Sia's runs: read, and written after each run")
     ap.add_argument("--sia-rerun", action="store_true", help="run Sia even where --sia-results has the run")
     ap.add_argument("--out", type=Path, help="keep the imported workloads and Sia's logs here")

@@ -26,8 +26,9 @@ import csv, json, sys
 args = sys.argv[1:]
 with open(args[0], newline="") as f:
     rows = list(csv.DictReader(f))
-rigid = all(r.get("category") == "rigid" for r in rows)
-jct = {"gavel": 3600.0, "sia": 2700.0 if rigid else 1800.0}[next(a[9:] for a in args if a.startswith("--policy="))]
+category = {r.get("category") for r in rows}
+sia = {frozenset({"rigid"}): 2700.0, frozenset({"scale-gpus"}): 2160.0}.get(frozenset(category), 1800.0)
+jct = {"gavel": 3600.0, "sia": sia}[next(a[9:] for a in args if a.startswith("--policy="))]
 jct *= SCALE
 out = next(a[9:] for a in args if a.startswith("--output="))
 jobs = [{"submission_time": float(r["time"]), "completion_time": float(r["time"]) + jct, "num_restarts": i}
@@ -88,6 +89,20 @@ def test_sia_runs_are_stored_and_reused_without_sia(tmp_path, monkeypatch, capsy
     rc, again, _ = run(monkeypatch, capsys, "--sia-dir", str(sia), "--sia-results", str(store))
     assert rc == 0 and tiny_row(again) == tiny_row(out)
     assert "sia:" not in again.splitlines()[-1]  # stored runs are not counted as this run's wall time
+
+
+def test_sia_scale_gpus_runs_the_workload_with_every_job_of_that_category(tmp_path, monkeypatch, capsys):
+    store = tmp_path / "s.json"
+    rc, out, _ = run(monkeypatch, capsys, "--sia-dir", str(fake_sia(tmp_path)), "--sia-python", sys.executable,
+                     "--sia-policies", "gavel,sia-scale-gpus", "--sia-results", str(store))
+    assert rc == 0 and tiny_row(out)[2:4] == ["1.000", "0.600"]  # 2,160 s over Gavel's 3,600 s
+    runs = json.loads(store.read_text())["runs"]["tiny"]
+    assert runs["sia-scale-gpus"]["args"][0] == "workloads/tiny.csv with a category column of scale-gpus"
+    assert runs["sia-scale-gpus"]["args"][1:] == runs_args("sia")
+
+
+def runs_args(policy: str) -> list[str]:
+    return list(bench.SIA_ARGS[policy])
 
 
 def test_a_stored_run_is_reused_unless_rerun(tmp_path, monkeypatch, capsys):
