@@ -75,22 +75,42 @@ def slurm_cluster(tmp_path_factory):
             os.environ["SLURM_CONF"] = old
 
 
-def _slurm_scope(nodeid: str) -> bool:
-    """Whether a test runs on the session's Slurm cluster: the tests under ``tests/slurm/`` and the executor
-    contract's Slurm case (parameter id ``slurm``)."""
-    return nodeid.startswith("tests/slurm/") or "[slurm" in nodeid
+def _slurm_scope(nodeid: str) -> str | None:
+    """Which local Slurm cluster a test runs on, if any: the tests under ``tests/slurm/`` share one, the
+    executor contract's Slurm case (parameter id ``slurm``) another (each worker starts its own)."""
+    if nodeid.startswith("tests/slurm/"):
+        return "slurm"
+    return "slurm-contract" if "[slurm" in nodeid else None
+
+
+#: folders whose modules wait on processes, rounds and servers for tens of seconds per test
+_SLOW_FOLDERS = ("tests/runtime/", "tests/service/", "tests/integration/", "tests/contract/test_executor_contract")
+
+
+def _tier(scope: str) -> int:
+    """Which work units a free worker takes first: the Slurm groups (the longest chains), then the slow
+    folders' modules, then the rest, so that no long unit starts last and runs alone at the end."""
+    if scope.startswith("slurm"):
+        return 0
+    return 1 if scope.startswith(_SLOW_FOLDERS) else 2
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `make test` runs the suite on several workers
 def pytest_xdist_make_scheduler(config, log):
-    """Every test on the session's Slurm cluster runs in one worker, so that one local cluster is started,
-    as in a serial run; every other module's tests run in one worker each, in their order (a module's
-    fixtures, such as a server started once for its tests, see them as a serial run does). (xdist's own
-    ``--dist loadgroup`` cannot do this under pytest 9, whose test ids xdist 3.8 cannot suffix.)"""
+    """The tests of one Slurm group run in one worker, on one local cluster, as in a serial run; every other
+    module's tests run in one worker each, in their order (a module's fixtures, such as a server started
+    once for its tests, see them as a serial run does). A free worker takes the unit of the lowest
+    ``_tier`` first (then the collection's order). (xdist's own ``--dist loadgroup`` cannot do this under
+    pytest 9, whose test ids xdist 3.8 cannot suffix.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class SlurmTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "slurm" if _slurm_scope(nodeid) else super()._split_scope(nodeid)
+            return _slurm_scope(nodeid) or super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            first = min(self.workqueue, key=_tier)  # the first of the lowest tier: min keeps the earliest
+            self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
 
     return SlurmTogether(config, log)
