@@ -50,6 +50,7 @@ class Context:
         self.shard_index = spec.shard_offset + spec.rank
         self.num_shards = spec.shards or spec.world
         self.profiling = spec.mode == "profile"
+        self._noise: Any = None
 
     # ---- state -------------------------------------------------------------------------
     def load_state(self) -> dict[str, Any] | None:
@@ -162,6 +163,20 @@ class Context:
             self._out.metrics[name] = v
             self._out.first_metrics.setdefault(name, v)
 
+    def gradient_noise(self, model: Any, batch_size: int, smoothing: float | None = None) -> Any:
+        """A ``hadar.job.noise.GradientNoise`` measuring ``model``'s gradient noise scale (the samples per
+        step past which a larger batch stops paying): call its ``observe()`` after every ``backward()``
+        (on every rank of a gang), and ``gain(batch)`` is AdaScale's learning-rate scale for a batch.
+        ``model`` is what ``data_parallel`` returned (build this before the first backward); ``batch_size``
+        is this rank's samples per step; ``smoothing`` the moving averages' weight on their past (0.99:
+        about the last 100 pairs of steps count). Its ``noise_scale``, ``grad_sqr`` and ``grad_var`` are reported
+        at the lease's end; keep ``.estimate.state_dict()`` in the saved state to carry it across leases."""
+        from hadar.job.noise import SMOOTHING, GradientNoise
+
+        self._noise = GradientNoise(model, batch_size, world=self.world_size,
+                                    smoothing=SMOOTHING if smoothing is None else smoothing)
+        return self._noise
+
     # ---- data parallelism --------------------------------------------------------------------
     def data_parallel(self, model: Any, **kwargs: Any) -> Any:
         """``model`` wrapped for synchronous data-parallel training (torch's DistributedDataParallel over
@@ -197,5 +212,7 @@ class Context:
         if spec.mode == "train" and not self._saved:
             self._out.warnings.append("train(ctx) returned without calling ctx.save_state(...): this job restarts "
                                       "from scratch at every lease")
+        if self._noise is not None:
+            self._out.metrics.update(self._noise.metrics())
         self._out.finished = self.finished
         return ""
