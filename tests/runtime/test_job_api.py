@@ -207,3 +207,15 @@ def test_the_rendezvous_store_listens_on_loopback_only_and_closes_with_the_lease
         del store
         gc.collect()
         assert not _listening(port)
+
+
+def test_a_job_stops_at_the_step_its_quality_metric_reaches_the_target(tmp_path):
+    spec = _spec(tmp_path, "scored.py:train", max_iterations=50, total_steps=50.0, target_metric="score", target=5.0)
+    out = run_lease(spec)
+    assert out.error == "" and out.reached_target and out.finished
+    assert out.iterations == 6 and out.metrics["score"] == 5.0 and out.metrics["finished"] == 1.0  # steps 0..5
+    lower = run_lease(_spec(tmp_path, "scored.py:train", max_iterations=50, total_steps=50.0, target_metric="-score",
+                            target=-1.0, checkpoint=str(tmp_path / "other.pt")))
+    assert not lower.reached_target and lower.iterations == 50 and lower.finished  # a score never <= -1: all steps
+    forked = run_lease(dataclasses.replace(spec, copy=0, copies=2, checkpoint=str(tmp_path / "copy.pt")))
+    assert not forked.reached_target and forked.iterations == 50  # a copy's model is not the job's

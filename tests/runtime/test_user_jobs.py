@@ -66,6 +66,24 @@ def test_a_job_file_mixing_a_user_job_with_bundled_ones_runs_to_completion(ray_s
     assert {r["status"] for r in rows} == {"done"}
 
 
+def test_a_job_with_a_target_ends_when_its_quality_metric_reaches_it(ray_session, tmp_path, capsys):
+    """Time to accuracy: the job's reported score reaches its target long before its steps are done."""
+    rc, summary, rows = _run_cli(tmp_path, f"""jobs:
+  - name: scored
+    entrypoint: {JOBS}/scored.py:train
+    total_steps: 100000
+    quality: score
+    target: 40
+  - {{name: plain, entrypoint: "{JOBS}/scored.py:train", total_steps: 60, quality: score}}
+""", "max_min_fairness_perf", capsys)
+    assert rc == 0 and summary["jobs_completed"] == 2
+    by_name = {r["name"]: r for r in rows}
+    assert {r["status"] for r in rows} == {"done"}
+    assert json.loads(by_name["scored"]["metrics"])["score"] == 40.0  # it stopped at the step that reached 40
+    assert json.loads(by_name["scored"]["metrics"])["finished"] == 1.0  # ctx.finished was True in that lease
+    assert json.loads(by_name["plain"]["metrics"])["score"] == 59.0  # without a target: all its steps
+
+
 def test_failures_retry_from_the_last_checkpoint_and_end_at_max_failures(ray_session, tmp_path, capsys):
     marker = tmp_path / "marker"
     rc, summary, rows = _run_cli(tmp_path, f"""jobs:

@@ -131,7 +131,7 @@ class Context:
     def _stop(self, done: int) -> bool:
         spec = self._spec
         stop = done >= spec.max_iterations or (done > 0 and (time.monotonic() - self._t0 >= spec.budget_s
-                                                             or _STOP.is_set()))
+                                                             or _STOP.is_set() or self._out.reached_target))
         if spec.world > 1:  # one decision for the gang: no rank may enter a step the others skip
             import torch
             import torch.distributed as dist
@@ -148,7 +148,7 @@ class Context:
         if spec.mode == "finalize":
             return True
         return (spec.mode == "train" and not spec.forked
-                and self._iteration - spec.start_iteration >= spec.max_iterations)
+                and (self._out.reached_target or self._iteration - spec.start_iteration >= spec.max_iterations))
 
     # ---- metrics --------------------------------------------------------------------------
     def report(self, **metrics: float) -> None:
@@ -162,6 +162,16 @@ class Context:
                 continue
             self._out.metrics[name] = v
             self._out.first_metrics.setdefault(name, v)
+            if name == self._spec.target_metric.lstrip("-"):
+                self._check_target(v)
+
+    def _check_target(self, value: float) -> None:
+        spec = self._spec
+        if spec.target is None or spec.mode != "train" or spec.forked or self.profiling:
+            return  # a forked copy's model is not the job's: the merged one is judged
+        lower = spec.target_metric.startswith("-")
+        if (value <= spec.target) if lower else (value >= spec.target):
+            self._out.reached_target = True
 
     def gradient_noise(self, model: Any, batch_size: int, smoothing: float | None = None) -> Any:
         """A ``hadar.job.noise.GradientNoise`` measuring ``model``'s gradient noise scale (the samples per

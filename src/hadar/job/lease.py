@@ -35,6 +35,8 @@ class LeaseSpec:
     - ``mode``: ``train``; ``profile`` (measure only: nothing saved, progress thrown away) or
       ``finalize`` (no steps: the function evaluates and reports a merged model).
     - ``speed``: emulated GPU speed in (0, 1]: each step is stretched to last step time / speed.
+    - ``target_metric`` / ``target``: the job ends once ``ctx.report`` gives the metric (``-name``:
+      lower is better) a value at or past ``target``; the lease then stops after that step.
     """
 
     job_id: int
@@ -65,6 +67,8 @@ class LeaseSpec:
     shards: int = 0
     mode: Mode = "train"
     digest: bool = False
+    target_metric: str = ""
+    target: float | None = None
 
     @property
     def forked(self) -> bool:
@@ -89,7 +93,8 @@ class LeaseOutcome:
     restored: bool = False  # load_state read a checkpoint file
     continued: bool = False  # load_state was served from this worker's memory (lease extension)
     saved_steps: float | None = None  # the job's progress when it last called save_state in this lease
-    finished: bool = False  # the job's steps are all done
+    finished: bool = False  # the job's steps are all done, or it reached its target
+    reached_target: bool = False  # a reported metric reached the job's target (``LeaseSpec.target``)
     metrics: dict[str, float] = field(default_factory=dict)  # the last value of each reported metric
     first_metrics: dict[str, float] = field(default_factory=dict)  # the first value reported in this lease
     error: str = ""

@@ -18,7 +18,7 @@ from hadar.errors import InputError
 from hadar.model.job import TrainSpec
 
 #: the fields a job record may have besides job_type, scale_factor, total_steps, arrival_s, priority_weight
-TRAIN_FIELDS = ("name", "entrypoint", "gpus", "args", "max_failures", "profile", "emulate_as", "quality")
+TRAIN_FIELDS = ("name", "entrypoint", "gpus", "args", "max_failures", "profile", "emulate_as", "quality", "target")
 DEFAULT_MAX_FAILURES = 3
 
 
@@ -67,9 +67,23 @@ def _spec(rec: Mapping[str, Any], where: str, entry: str, name: str, folder: Pat
         return TrainSpec(entrypoint=entry, name=name, args_json=args_json(rec.get("args"), where),
                          max_failures=_count(rec.get("max_failures", DEFAULT_MAX_FAILURES), "max_failures", where),
                          profile=_flag(rec.get("profile", False), "profile", where),
-                         emulate_as=str(rec.get("emulate_as") or "").strip(), quality=quality, search_path=search)
+                         emulate_as=str(rec.get("emulate_as") or "").strip(), quality=quality, search_path=search,
+                         target=_target(rec.get("target"), where))
     except InputError as e:
         raise InputError(f"{where}: {str(e).split(': ', 1)[-1]}") from None
+
+
+def _target(value: Any, where: str) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: target must be a number (a value of the job's quality metric), "
+                         f"got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise InputError(f"{where}: target must be a finite number, got {value!r}")
+    return number
 
 
 def args_json(args: Any, where: str) -> str:

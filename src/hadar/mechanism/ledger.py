@@ -304,11 +304,14 @@ class JobLedger:
         for _, t in used:
             by_type[t] = by_type.get(t, 0.0) + share
         rec.remaining -= steps
-        if rec.remaining <= rec.done_at and rec.finish_s is None:
+        if rec.finish_s is not None:
+            return False
+        if rec.remaining <= rec.done_at:
             rec.remaining = 0.0
-            rec.finish_s = max(res.end_s, rec.finish_s or 0.0)
-            return True
-        return False
+        elif not res.reached_target:
+            return False  # (a job that reached its target ends with the steps it has left)
+        rec.finish_s = max(res.end_s, 0.0)
+        return True
 
     def _moved(self, ran: dict[int, tuple[int, ...]],
                restoring: dict[int, list[tuple[tuple[int, ...], float]]]) -> None:

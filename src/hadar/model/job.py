@@ -23,7 +23,9 @@ class TrainSpec:
     measurement-only leases on GPU types it has not run on yet. ``emulate_as``: the Gavel job type
     whose per-GPU-type speed ratios the emulated cluster and the throughput prior use ("" = the
     average Gavel row). ``quality``: the reported metric that measures the model ("" = none;
-    ``-name``: lower is better).
+    ``-name``: lower is better). ``target``: the job ends as soon as its ``quality`` metric reaches
+    this value (at least it; at most it for ``-name``), before its ``total_steps`` if need be (None:
+    it runs its steps): its completion time is then its time to accuracy.
     """
 
     entrypoint: str
@@ -34,6 +36,7 @@ class TrainSpec:
     emulate_as: str = ""
     quality: str = ""
     search_path: tuple[str, ...] = ()
+    target: float | None = None
 
     def __post_init__(self) -> None:
         where = f"job {self.name!r}" if self.name else "job"
@@ -44,6 +47,12 @@ class TrainSpec:
             raise InputError(f"{where}: max_failures must be an integer >= 1, got {self.max_failures!r}")
         if not isinstance(json.loads(self.args_json), dict):
             raise InputError(f"{where}: args must be a mapping")
+        if self.target is not None:
+            if self.entrypoint and not self.quality.lstrip("-"):  # (a bundled workload's comes with it)
+                raise InputError(f"{where}: target needs quality (the reported metric it is a value of)")
+            t = self.target
+            if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+                raise InputError(f"{where}: target must be a finite number, got {self.target!r}")
 
     @property
     def args(self) -> dict[str, Any]:

@@ -65,6 +65,8 @@ class LeaseResult:
     checkpoint next round, unless ``fatal``: the job cannot go on (it failed
     too often) and ends as failed, with ``error`` as the reason.
     ``restore_left_s``: the part of the lease's restore the round was too short for.
+    ``reached_target``: the job's quality metric reached its target in this lease: it is done, whatever
+    steps it has left (a real run's time to accuracy; the simulator never sets it).
     """
 
     job_id: int
@@ -77,6 +79,7 @@ class LeaseResult:
     error: str = ""
     fatal: bool = False
     restore_left_s: float = 0.0
+    reached_target: bool = False
 
 
 @dataclass(frozen=True, slots=True)

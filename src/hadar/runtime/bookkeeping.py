@@ -63,7 +63,8 @@ class Bookkeeper:
         metrics = {"train_s": head.train_s, "restore_s": head.restore_s, "save_s": head.save_s,
                    "rate": done / head.train_s if head.train_s > 0 else 0.0, "iterations": float(head.iterations),
                    **head.metrics}
-        result = LeaseResult(lease.job_id, lease.copy, lease.gpus, steps, end, metrics=metrics)
+        result = LeaseResult(lease.job_id, lease.copy, lease.gpus, steps, end, metrics=metrics,
+                             reached_target=head.reached_target and not forked)
         if not forked:
             info.count(result)
         return result

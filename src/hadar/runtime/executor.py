@@ -202,7 +202,7 @@ class RayExecutor:
                          steps_done=info.steps, resume_steps=info.saved_steps, run_id=self.run_id,
                          speed=min(self.speed(lease, g) for g in lease.gpus),
                          group=f"job{lease.job_id}-c{lease.copy}-r{round_no}-{mode}/", timeout_s=self.grace_s,
-                         mode=mode, digest=fork is not None)
+                         mode=mode, digest=fork is not None, target_metric=s.quality, target=s.target)
         if fork is not None:
             spec = replace(spec, copy=lease.copy, copies=fork.copies,
                            checkpoint=str(aggregate.copy_path(info.checkpoint, lease.copy)),

@@ -15,7 +15,8 @@ from hadar.model.world import World
 
 WORLD = World()  # sync gangs, ideal forks, restarts charged
 
-_result = builder(LeaseResult)  # positional: job_id, copy, gpus, steps, end_s, failed, metrics, error, fatal, restore
+_result = builder(LeaseResult)  # positional: job_id, copy, gpus, steps, end_s, failed, metrics, error, fatal,
+#                                 restore_left_s, reached_target
 
 
 class SimulatedExecutor:
@@ -156,16 +157,16 @@ class SimulatedExecutor:
                 left = lost - duration_s if lost > duration_s else 0.0
             if rate <= 0:
                 done = start_s
-                add(build(lease.job_id, lease.copy, lease.gpus, 0.0, done, False, {}, "", False, left))
+                add(build(lease.job_id, lease.copy, lease.gpus, 0.0, done, False, {}, "", False, left, False))
             elif profiles and lease.job_id in profiles:
                 credited, done = self._credited(lease, rate, run_s, start)
-                add(build(lease.job_id, lease.copy, lease.gpus, credited, done, False, {}, "", False, left))
+                add(build(lease.job_id, lease.copy, lease.gpus, credited, done, False, {}, "", False, left, False))
             else:
                 steps = min(floor(rate * run_s), lease.max_steps)
                 if steps <= 0:
                     steps = min(rate * run_s, lease.max_steps)
                 done = start + steps / rate
-                add(build(lease.job_id, lease.copy, lease.gpus, float(steps), done, False, {}, "", False, left))
+                add(build(lease.job_id, lease.copy, lease.gpus, float(steps), done, False, {}, "", False, left, False))
             if end is None or done > end:
                 end = done
         return RoundReport(start_s, start_s if end is None else end, tuple(results))
@@ -177,17 +178,17 @@ class SimulatedExecutor:
     def _run_one(self, lease: Lease, plan: RoundPlan, lost_s: float = 0.0) -> LeaseResult:
         rate = self.rate(lease)
         if rate <= 0:
-            return _result(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s, False, {}, "", False, 0.0)
+            return _result(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s, False, {}, "", False, 0.0, False)
         run_s = max(0.0, plan.duration_s - lost_s)
         start = plan.start_s + min(lost_s, plan.duration_s)
         if lease.job_id in self._profiles:
             credited, end = self._credited(lease, rate, run_s, start)
-            return _result(lease.job_id, lease.copy, lease.gpus, credited, end, False, {}, "", False, 0.0)
+            return _result(lease.job_id, lease.copy, lease.gpus, credited, end, False, {}, "", False, 0.0, False)
         steps = min(math.floor(rate * run_s), lease.max_steps)
         if steps <= 0:
             steps = min(rate * run_s, lease.max_steps)
         return _result(lease.job_id, lease.copy, lease.gpus, float(steps), start + steps / rate, False, {}, "", False,
-                       0.0)
+                       0.0, False)
 
     def _credited(self, lease: Lease, rate: float, run_s: float, start: float) -> tuple[float, float]:
         """(reference steps credited, end time) of a profiled job's lease running ``run_s`` from ``start``
