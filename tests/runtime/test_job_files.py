@@ -115,3 +115,19 @@ def test_job_records_are_checked_field_by_field():
         job_fields({"entrypoint": "a.py:f", "quality": "-"}, "w", 0, None)
     job_type, scale, spec = job_fields({"job_type": "resnet"}, "w", 0, None)
     assert (job_type, scale, spec) == ("resnet", 1, None)  # no train fields: a plain (simulated) job type
+
+
+@pytest.mark.parametrize(("rec", "message"), [
+    ({"entrypoint": "a.py:f", "target": 0.9}, "target needs quality"),
+    ({"entrypoint": "a.py:f", "quality": "accuracy", "target": "high"}, "target must be a number"),
+    ({"entrypoint": "a.py:f", "quality": "accuracy", "target": float("inf")}, "target must be a finite number"),
+])
+def test_a_target_is_a_finite_value_of_the_quality_metric(rec, message):
+    from hadar.job.spec import job_fields
+
+    with pytest.raises(InputError, match=message):
+        job_fields(rec, "w", 0, None)
+    _, _, spec = job_fields({"entrypoint": "a.py:f", "quality": "-loss", "target": "0.25"}, "w", 0, None)
+    assert spec is not None and spec.target == 0.25 and spec.quality == "-loss"
+    _, _, bundled = job_fields({"job_type": "resnet", "target": 0.5}, "w", 0, None)  # its quality comes with it
+    assert bundled is not None and bundled.target == 0.5
