@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import pickle
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,7 @@ def test_a_change_of_batch_is_not_an_extended_lease() -> None:
         alloc = Allocation.for_state(state, [[1.0]], counts={0: {"v100": 1}}, batches={0: batch})
         (lease,) = PlacementPlanner().plan(state, alloc, before).leases
         assert (lease.batch, lease.extended, lease.lost_s) == (batch, extended, 0.0 if extended else 30.0)
+        assert dict(pickle.loads(pickle.dumps(alloc)).batches) == {0: batch}  # the recorder keeps it
 
 
 def test_hadar_runs_an_adaptive_job_at_the_batch_its_progress_calls_for(monkeypatch) -> None:
