@@ -13,14 +13,16 @@ Ties: the larger score, then the job first in the state, then the smaller count.
 through Hadar's round unchanged: it places each job as a gang of the chosen count.
 
 Adaptive jobs (a ``batch_range``; Sia's meaning: count and batch both adapt) are sized the same way, on
-the best batch at each count: goodput at ``(k, B)`` is the best ``batch_rate`` at ``B`` on ``k`` GPUs of a
-type that has them (``model/batch.py``) times the job's ``r(B)`` at its current progress (``Efficiency.gain``),
-over the batch candidates of its range; an adaptive job without a ``gpu_range`` keeps its count and
-chooses its batch only. Its hysteresis is its finish time: an option other than the one it ran at last
-round (count and batch, the batch remembered in the memo) is discounted by ``T / (T + restart_s)`` with
-``T`` the time its remaining work takes there (``R / G``), so that it changes only where the change would
-finish it sooner than staying, restart paid, were the option kept to the end (a change late in a job, or
-for a small gain, does not pay). Ties: the larger goodput, then the smaller batch.
+the best batch at each count: goodput at ``(type, k, B)`` is ``batch_rate`` at ``B`` on ``k`` GPUs of the
+type (``model/batch.py``) times the job's ``r(B)`` at its current progress (``Efficiency.gain``), over the
+batch candidates of its range, and ``G(k)`` its best over the types with ``k`` GPUs; an adaptive job
+without a ``gpu_range`` keeps its count. Its view gives, on each type, its rate at its best batch there
+(times its mean gain over the work left, as every profiled job's view), and after Hadar's placement
+``batches_for`` gives it the best batch on the count and types it got. Its hysteresis is its finish
+time: an option other than the one it ran at last round (count and batch, the batch remembered in the
+memo) is discounted by ``T / (T + restart_s)`` with ``T`` the time its remaining work takes there
+(``R / G``), so that it changes only where the change would finish it sooner than staying, restart paid,
+were the option kept to the end. Ties: the larger goodput, then the smaller batch.
 """
 
 from __future__ import annotations
