@@ -3,7 +3,10 @@
 Each of Sia's 8 Philly and 10 Saturn (Helios) workloads is imported with `hadar trace import sia`
 (rigid jobs at their rows' GPU counts and batches, Sia's restore times as `restart_s`) and run in
 hadar's simulator under Gavel's max_sum_throughput_perf, LAS (max_min_fairness_perf), Hadar and
-HadarE (and any profile of `--profiles`). Ratios are avg JCT over hadar's own max-sum.
+HadarE (and any profile of `--profiles`). Ratios are avg JCT over hadar's own max-sum. With `--jobs
+rigid,scale-gpus,adaptive` each workload is imported once per kind (`hadar trace import sia --jobs KIND`)
+and every policy but the baseline runs on each (columns `POLICY:KIND`; the baseline stays max-sum on the
+rigid import).
 
 With `--sia-python PY` (a Python that runs Sia's simulator: 3.11, numpy 1.23.5, pandas<2, scipy,
 cvxpy with cylp 0.93, ecos, cvxopt, rich, psutil, autograd) the same workloads also run in Sia's
@@ -20,7 +23,9 @@ seconds per workload and the table shows both.
 
     python bench/bench_sia.py --sia-dir SIA/sia-simulator [--workloads philly/workload-1,...]
         [--policies max_sum_throughput_perf,max_min_fairness_perf,hadar,hadare] [--profiles FILE]
-        [--sia-python PY] [--sia-policies gavel,sia,sia-rigid,sia-scale-gpus] [--sia-results FILE.json] [--sia-rerun]
+        [--jobs rigid,scale-gpus,adaptive]
+        [--sia-python PY] [--sia-policies gavel,sia,sia-rigid,sia-scale-gpus] [--sia-results FILE.json]
+        [--sia-rerun]
         [--out DIR]
 """
 
@@ -180,6 +185,7 @@ def row(name: str, res: dict[str, dict[str, Any]], policies: tuple[str, ...], si
         sia_policies: tuple[str, ...]) -> str:
     base = res[BASE]["avg_jct_h"]
     cells = [f"{name:<18}", f"{base:8.3f}"] + [f"{res[p]['avg_jct_h'] / base:8.3f}" for p in policies if p != BASE]
+    cells += [f"{r['avg_jct_h'] / base:8.3f}" for p, r in res.items() if ":" in p]
     if sia_policies:
         gavel = sia.get("gavel", {}).get("avg_jct_h")
         cells.append(f"{gavel:8.3f}" if gavel else f"{'-':>8}")
@@ -189,11 +195,31 @@ def row(name: str, res: dict[str, dict[str, Any]], policies: tuple[str, ...], si
     return " ".join(cells)
 
 
-def header(policies: tuple[str, ...], sia_policies: tuple[str, ...]) -> str:
+def header(policies: tuple[str, ...], sia_policies: tuple[str, ...], kinds: tuple[str, ...] = ("rigid",)) -> str:
     names = [f"{'workload':<18}", f"{'ms h':>8}"] + [f"{p[:8]:>8}" for p in policies if p != BASE]
+    names += [f"{_short(p, k):>8}" for k in kinds if k != "rigid" for p in policies if p != BASE]
     if sia_policies:
         names += [f"{'sia:ms h':>8}"] + [f"{p[:8]:>8}" for p in sia_policies if p != "gavel"] + [f"{'calib':>8}"]
     return " ".join(names)
+
+
+def _short(policy: str, kind: str) -> str:
+    """A column name of at most 8 characters: ``hadar:sg``, ``hadar:ad``."""
+    return f"{policy[:5]}:{'sg' if kind == 'scale-gpus' else kind[:2]}"
+
+
+def kind_runs(root: Path, name: str, args: argparse.Namespace, kinds: tuple[str, ...], policies: tuple[str, ...],
+              profiles: Any) -> dict[str, dict[str, Any]]:
+    """hadar's runs of one workload: every policy on the rigid import, every policy but the baseline on each
+    other kind's import (keyed ``POLICY:KIND``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in kinds:
+        folder = root / name.replace("/", "-") / ("" if kind == "rigid" else kind)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_import(*import_sia(args.sia_dir / "workloads" / f"{name}.csv", args.sia_dir, jobs=kind), folder)
+        ran = hadar_runs(folder, policies if kind == "rigid" else tuple(p for p in policies if p != BASE), profiles)
+        out.update(ran if kind == "rigid" else {f"{p}:{kind}": r for p, r in ran.items()})
+    return out
 
 
 def parse_args() -> argparse.Namespace:
@@ -202,6 +228,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated SET/workload-N")
     ap.add_argument("--policies", default=",".join(POLICIES), help="hadar policies or profile names")
     ap.add_argument("--profiles", type=Path, help="YAML policy profiles (docs/policies.md)")
+    ap.add_argument("--jobs", default="rigid", help="comma-separated kinds of `hadar trace import sia --jobs`: "
+                    "rigid (always, the baseline's), scale-gpus, adaptive")
     ap.add_argument("--sia-python", help="a Python that runs Sia's simulator (runs it too)")
     ap.add_argument("--sia-policies", default="gavel,sia,sia-rigid", help="of gavel,sia,sia-rigid,sia-scale-gpus")
     ap.add_argument("--sia-results", type=Path, help="JSON file of Sia's runs: read, and written after each run")
@@ -221,17 +249,19 @@ def main() -> int:
     if args.sia_results and not args.sia_results.parent.is_dir():
         print(f"bench_sia: --sia-results {args.sia_results}: its folder does not exist", file=sys.stderr)
         return 2
+    kinds = tuple(dict.fromkeys(("rigid", *(k for k in args.jobs.split(",") if k))))
+    if any(k not in ("rigid", "scale-gpus", "adaptive") for k in kinds):
+        print("bench_sia: --jobs: want some of rigid,scale-gpus,adaptive", file=sys.stderr)
+        return 2
     profiles = load_profiles(args.profiles) if args.profiles else None
     root = args.out or Path(tempfile.mkdtemp(prefix="bench-sia-"))
     print(f"avg JCT: hadar's simulator as a ratio to its max-sum (ms h); Sia's simulator as a ratio to its "
           f"max-sum (sia:ms h); calib = hadar ms / Sia ms. Files: {root}")
-    print(header(policies, sia_policies))
+    print(header(policies, sia_policies, kinds))
     walls: dict[str, float] = {}
     for name in args.workloads.split(","):
         folder = root / name.replace("/", "-")
-        folder.mkdir(parents=True, exist_ok=True)
-        write_import(*import_sia(args.sia_dir / "workloads" / f"{name}.csv", args.sia_dir), folder)
-        res = hadar_runs(folder, policies, profiles)
+        res = kind_runs(root, name, args, kinds, policies, profiles)
         sia = sia_side(name, sia_policies, args, folder)
         ran = [(f"sia:{k}", v) for k, v in sia.items() if not v.get("stored")]
         for p, r in [*res.items(), *ran]:

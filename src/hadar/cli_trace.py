@@ -31,15 +31,16 @@ def add_parser(sub: Any) -> None:
         _add_common(q)
     sia = fmt.add_parser("sia", help="a Sia (SOSP'23) workload with its model profiles",
                          description="A Sia workload (name,time,application,num_replicas,batch_size) as rigid "
-                         "(default) or scale-gpus jobs: OUT/trace.csv (with restart_s), OUT/throughputs.json, "
-                         "OUT/cluster.yaml (docs/sia.md).")
+                         "(default), scale-gpus or adaptive jobs: OUT/trace.csv (with restart_s), "
+                         "OUT/throughputs.json, OUT/cluster.yaml (docs/sia.md).")
     sia.add_argument("file", type=Path, help="the workload, e.g. SIA_DIR/workloads/philly/workload-1.csv")
     sia.add_argument("--sia-dir", type=Path, required=True, help="Sia's sia-simulator folder (its traces/ profiles)")
     sia.add_argument("--out-dir", type=Path, required=True, help="folder to write trace.csv, throughputs.json, "
                      "cluster.yaml into")
-    sia.add_argument("--jobs", default="rigid", choices=("rigid", "scale-gpus"),
-                     help="every job rigid (default, as Sia's rigid jobs) or scale-gpus (its GPU count may vary "
-                     "from 1 to its own, its batch stays: Sia's meaning); scale-gpus implies --efficiency")
+    sia.add_argument("--jobs", default="rigid", choices=("rigid", "scale-gpus", "adaptive"),
+                     help="every job rigid (default, as Sia's rigid jobs), scale-gpus (its GPU count may vary "
+                     "from 1 to its own, its batch stays: Sia's meaning) or adaptive (its count and its batch "
+                     "both vary); scale-gpus and adaptive imply --efficiency")
     sia.add_argument("--efficiency", action="store_true",
                      help="write each job's efficiency profile (noise scale over its progress, from Sia's "
                      "gradient statistics): steps in reference steps, credited by the gain at the batch used")

@@ -148,3 +148,19 @@ def test_results_file_in_a_missing_folder_is_exit_2(tmp_path, monkeypatch, capsy
     rc, _, err = run(monkeypatch, capsys, "--sia-dir", str(fake_sia(tmp_path)),
                      "--sia-results", str(tmp_path / "nope" / "s.json"))
     assert rc == 2 and "its folder does not exist" in err
+
+
+def test_jobs_runs_each_kind_against_the_rigid_baseline(tmp_path, monkeypatch, capsys):
+    """--jobs rigid,scale-gpus,adaptive: hadar on each kind's import, every ratio over rigid max-sum."""
+    monkeypatch.setattr(sys, "argv", ["bench_sia.py", "--workloads", "tiny", "--policies",
+                                      "max_sum_throughput_perf,hadar", "--sia-dir", str(FIXTURE),
+                                      "--jobs", "scale-gpus,adaptive", "--out", str(tmp_path / "o")])
+    assert bench.cli() == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split() == ["workload", "ms", "h", "hadar", "hadar:sg", "hadar:ad"]
+    ratios = [float(x) for x in tiny_row(out)[2:]]
+    assert len(ratios) == 3 and all(0 < r < 1.5 for r in ratios)
+    assert (tmp_path / "o" / "tiny" / "adaptive" / "trace.csv").is_file()
+    monkeypatch.setattr(sys, "argv", ["bench_sia.py", "--workloads", "tiny", "--sia-dir", str(FIXTURE),
+                                      "--jobs", "elastic"])
+    assert bench.cli() == 2 and "--jobs" in capsys.readouterr().err

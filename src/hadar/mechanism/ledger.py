@@ -372,6 +372,6 @@ def _view(r: JobRecord) -> JobView:
         r.remaining, rates, r.first_start_s, r.attained_gpu_s, r.prev_gpus,
         job.restart_s if job.restart_s is not None else  # = r.restart_s
         (r.measured_restart_s if r.measured_restart_s is not None else 0.0), r.restoring, job.slo, job.entity, g,
-        job.gpu_range)
+        job.gpu_range, job.efficiency, job.batch_range)
     return r.view
 

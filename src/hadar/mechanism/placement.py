@@ -214,7 +214,8 @@ class PlacementPlanner(Stateless):
     pair in ``allocation.pairs`` of which exactly one job has counts (the host), the other (the
     guest) gets a lease on the host's GPUs; both leases name their partner, so each runs at its
     co-located rate. A host shares with one guest at most (the first such pair, in the
-    allocation's order).
+    allocation's order). An adaptive job runs at the batch ``allocation.batches`` gives it; a lease whose
+    batch differs from the job's lease of ``previous`` is not ``extended`` (a change of batch restarts it).
     """
 
     def plan(self, state: SchedulerState, allocation: Allocation | None, previous: RoundPlan | None) -> RoundPlan:
@@ -226,11 +227,14 @@ class PlacementPlanner(Stateless):
         guest = _guests(allocation, want, live)
         leases: list[Lease] = []
         add = leases.append
+        batches = allocation.batches if allocation is not None and allocation.batches else None
         for job in state.jobs:
             gpus = ids.get(job.job_id)
             if not gpus:
                 continue
-            if guest and job.job_id in guest:
+            if batches is not None and job.job_id in batches:
+                add(_batch_lease(job, gpus, batches[job.job_id], previous))
+            elif guest and job.job_id in guest:
                 g = live[guest[job.job_id]]
                 add(_lease(job, gpus, g))
                 add(_lease(g, gpus, job))
@@ -254,7 +258,15 @@ def _guests(allocation: Allocation | None, want: Mapping[int, object], live: Map
 _build = builder(Lease)  # positional, in Lease's field order
 
 
+def _batch_lease(job: JobView, gpus: tuple[int, ...], batch: float, previous: RoundPlan | None) -> Lease:
+    """An adaptive job's lease at ``batch``: extended only on the same GPUs at the same batch as before."""
+    before = next((x.batch for x in previous.leases if x.job_id == job.job_id and x.copy == 0), 0.0) \
+        if previous is not None else 0.0
+    return _build(job.job_id, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0,
+                  gpus == job.previous_gpus and batch == before, -1, "", job.restart_s, job.owed_s(gpus), batch)
+
+
 def _lease(job: JobView, gpus: tuple[int, ...], partner: JobView | None) -> Lease:
     return _build(job.job_id, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0, gpus == job.previous_gpus,
                   -1 if partner is None else partner.job_id, "" if partner is None else partner.job_type,
-                  job.restart_s, job.owed_s(gpus))
+                  job.restart_s, job.owed_s(gpus), 0.0)

@@ -206,7 +206,7 @@ def _backfill(rnd: _Round, claims: list[tuple[JobView, str]]) -> tuple[Lease, ..
         gpus = assign_gpus(cluster, {job.job_id: {t: job.scale_factor}}, prev, busy=busy)[job.job_id]
         busy.update(gpus)
         out.append(_build(job.job_id, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0,
-                          gpus == job.previous_gpus, -1, "", job.restart_s, job.owed_s(gpus)))
+                          gpus == job.previous_gpus, -1, "", job.restart_s, job.owed_s(gpus), 0.0))
     return tuple(out)
 
 

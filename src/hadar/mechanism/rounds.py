@@ -313,9 +313,10 @@ class GavelRoundPlanner:
                 got.sort()
                 placed.append((job, tuple(got)))
         # Lease's fields in order: job, type, scale factor, GPUs, max steps, copy, extended, partner id and
-        # type, restart_s, owed_s (tests/unit/test_frozen.py)
+        # type, restart_s, owed_s, batch (tests/unit/test_frozen.py)
         return [_lease(job.job_id, job.job_type, job.scale_factor, gpus, job.remaining_steps, 0,
-                       gpus == job.previous_gpus, -1, "", job.restart_s, job.owed_s(gpus) if job.restoring else 0.0)
+                       gpus == job.previous_gpus, -1, "", job.restart_s, job.owed_s(gpus) if job.restoring else 0.0,
+                       0.0)
                 for job, gpus in placed]
 
 

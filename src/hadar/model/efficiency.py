@@ -12,6 +12,12 @@ An ``Efficiency`` is one job's profile: its reference batch, the batch it runs a
 progress (piecewise constant: ``points`` are ``(progress fraction, Bn)`` from which ``Bn`` holds). A job's
 ``total_steps`` is then in reference steps: the world credits ``r`` per step at the batch used, and the job
 ends when the credited steps reach its target (docs/sia.md, "Statistical progress").
+
+An adaptive job (``Job.batch_range``) names the learning-rate rule it scales with (``lr_rule``): AdaScale
+(``adascale``: the learning rate times ``r``, the model above), ``sqrt`` (times ``sqrt(s)``) or ``linear``
+(times ``s``). A step is worth the rule's learning-rate factor ``g``, at most ``r``: ``min(g, r)`` reference
+steps (a larger rate than ``r`` buys no more progress than the gradient's noise allows; what an overshoot
+would cost is not modelled). ``adascale`` is ``r`` itself, every job's worth so far.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from hadar.errors import InputError
+
+LR_RULES = ("adascale", "sqrt", "linear")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +40,11 @@ class Efficiency:
     ref_batch: float
     batch: float
     points: tuple[tuple[float, float], ...]
+    lr_rule: str = "adascale"
 
     def __post_init__(self) -> None:
+        if self.lr_rule not in LR_RULES:
+            raise InputError(f"lr_rule: unknown rule {self.lr_rule!r} (known: {', '.join(LR_RULES)})")
         for name in ("ref_batch", "batch"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
@@ -61,8 +72,14 @@ class Efficiency:
         return bn
 
     def gain(self, fraction: float, batch: float | None = None) -> float:
-        """``r``: reference steps one step at ``batch`` (default: the job's) makes at ``fraction``."""
-        return gain(self.noise_scale(fraction), self.ref_batch, self.batch if batch is None else batch)
+        """``r``: reference steps one step at ``batch`` (default: the job's) makes at ``fraction`` (under
+        ``lr_rule``: ``min(g, r)``, module docstring)."""
+        b = self.batch if batch is None else batch
+        r = gain(self.noise_scale(fraction), self.ref_batch, b)
+        if self.lr_rule == "adascale":
+            return r
+        s = b / self.ref_batch
+        return min(math.sqrt(s) if self.lr_rule == "sqrt" else s, r)
 
     def _bounds(self, total: float) -> list[float]:
         """Reference steps at which ``Bn`` changes (each point after the first), then infinity."""

@@ -80,7 +80,10 @@ class Job:
     reference steps (at the profile's reference batch) and the world credits each step at the batch used
     its gain; None = every step counts one (as Gavel's world). ``gpu_range``: ``(least, most)`` GPUs an
     elastic job may run on (``scale_factor`` within it; a policy that sizes jobs picks the count each
-    round, every change paying ``restart_s``); None = rigid, always ``scale_factor``.
+    round, every change paying ``restart_s``); None = rigid, always ``scale_factor``. ``batch_range``:
+    ``(least, most)`` global batch an adaptive job may run at (it needs ``efficiency``: its own batch
+    within the range, its learning-rate rule ``efficiency.lr_rule``); a policy that sizes jobs picks
+    the batch each round, every change paying ``restart_s`` (``model/batch.py``); None = its own batch.
     """
 
     job_id: int
@@ -102,6 +105,7 @@ class Job:
     entity: str = ""  # the team/tenant it belongs to (hierarchical fairness); "" = none named
     efficiency: Efficiency | None = None
     gpu_range: tuple[int, int] | None = None
+    batch_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         where = self.origin or f"job {self.job_id} ({self.job_type})"
@@ -121,6 +125,8 @@ class Job:
         if self.gpu_range is not None and not (1 <= self.gpu_range[0] <= self.scale_factor <= self.gpu_range[1]):
             raise InputError(f"{where}: want 1 <= min_gpus <= scale_factor <= max_gpus, got {self.gpu_range[0]} <= "
                              f"{self.scale_factor} <= {self.gpu_range[1]}")
+        if self.batch_range is not None:
+            check_batch_range(self.batch_range, self.efficiency, where)
         if self.slo is not None and not (math.isfinite(self.slo) and self.slo > 0):
             raise InputError(f"{where}: slo must be a positive number (a factor of the job's run time), got {self.slo}")
 
@@ -146,3 +152,14 @@ def check_restart_s(value: float, where: str) -> None:
     """A restart cost must be a finite number of seconds >= 0 (``InputError`` naming ``where``)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise InputError(f"{where}: restart_s must be a finite number of seconds >= 0, got {value!r}")
+
+
+def check_batch_range(batch_range: tuple[float, float], efficiency: Efficiency | None, where: str) -> None:
+    """An adaptive job's ``(min_batch, max_batch)``: positive, finite, around its own batch; it needs an
+    efficiency profile (a batch's worth is read from it)."""
+    lo, hi = batch_range
+    if efficiency is None:
+        raise InputError(f"{where}: min_batch/max_batch need an efficiency profile (noise_scale)")
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= efficiency.batch <= hi):
+        raise InputError(f"{where}: want 0 < min_batch <= batch <= max_batch, got {lo:g} <= {efficiency.batch:g} "
+                         f"<= {hi:g}")

@@ -19,7 +19,8 @@ class Lease:
     the lease then runs at the job's co-located rate with that partner.
     ``restart_s`` is what a lease that is not extended loses to the restore at its start (the
     job's ``restart_s``); ``owed_s``, what an extended lease still owes of a restore the last
-    round cut short; ``lost_s`` is what this lease loses.
+    round cut short; ``lost_s`` is what this lease loses. ``batch``: the global batch an adaptive job
+    runs at this round (``model/batch.py``; a change of batch is not ``extended``); 0 = the job's own.
     """
 
     job_id: int
@@ -33,6 +34,7 @@ class Lease:
     partner_type: str = ""
     restart_s: float = 0.0
     owed_s: float = 0.0
+    batch: float = 0.0
 
     @property
     def lost_s(self) -> float:

@@ -11,6 +11,7 @@ import numpy as np
 
 from hadar.arrays import FloatArray
 from hadar.model.cluster import Cluster
+from hadar.model.efficiency import Efficiency
 from hadar.model.throughput import ThroughputTable
 
 
@@ -39,6 +40,8 @@ class JobView:
     entity: str = ""  # who the job belongs to (``Job.entity``; hierarchical fairness), "" = nobody named
     gain: float = 1.0  # reference steps a table step makes, on average over the work left (``throughputs`` include it)
     gpu_range: tuple[int, int] | None = None  # an elastic job's (least, most) GPUs (``Job.gpu_range``); None: rigid
+    efficiency: Efficiency | None = None  # its statistical-efficiency profile (``Job.efficiency``)
+    batch_range: tuple[float, float] | None = None  # an adaptive job's (least, most) batch (``Job.batch_range``)
 
     def owed_s(self, gpus: tuple[int, ...]) -> float:
         """Restore time still owed by a lease on exactly ``gpus`` that the last round cut short (else 0)."""
@@ -104,7 +107,8 @@ class Allocation:
     time per type the two run together on the same GPUs; ``fractions`` is then each job's time
     alone (the job's total time is its row plus its pairs').
     ``memo`` carries policy state to the next snapshot (pure policies with
-    memory, e.g. finish-time fairness's accumulated isolated time).
+    memory, e.g. finish-time fairness's accumulated isolated time). ``batches``: the global batch each
+    adaptive job runs at (job id -> batch; ``model/batch.py``); a job not in it runs at its own.
     """
 
     job_ids: tuple[int, ...]
@@ -115,6 +119,7 @@ class Allocation:
     copies: Mapping[int, tuple[tuple[int, int], ...]] | None = None
     pairs: Mapping[tuple[int, int], tuple[float, ...]] | None = None
     memo: Mapping[str, Any] = field(default_factory=dict)
+    batches: Mapping[int, float] | None = None
 
     def __post_init__(self) -> None:
         x = np.array(self.fractions, dtype=float).reshape(len(self.job_ids), len(self.gpu_types))
@@ -131,6 +136,8 @@ class Allocation:
             object.__setattr__(self, "pairs", MappingProxyType(
                 {(int(a), int(b)): tuple(float(v) for v in xs) for (a, b), xs in self.pairs.items()}))
         object.__setattr__(self, "memo", MappingProxyType(dict(self.memo)))
+        if self.batches is not None:
+            object.__setattr__(self, "batches", MappingProxyType({int(j): float(b) for j, b in self.batches.items()}))
         object.__setattr__(self, "_index", {jid: i for i, jid in enumerate(self.job_ids)})
         object.__setattr__(self, "_rows", tuple(map(tuple, x.tolist())))  # Python floats, as float(v)
 
@@ -147,7 +154,8 @@ class Allocation:
             return None if m is None else {k: dict(v) if isinstance(v, Mapping) else v for k, v in m.items()}
 
         return (Allocation, (self.job_ids, self.gpu_types, np.array(self.fractions), self.scale_factors,
-                             plain(self.counts), plain(self.copies), plain(self.pairs), dict(self.memo)))
+                             plain(self.counts), plain(self.copies), plain(self.pairs), dict(self.memo),
+                             plain(self.batches)))
 
     def fraction(self, job_id: int, gpu_type: str) -> float:
         """Time fraction of ``job_id`` on ``gpu_type`` (0.0 if absent)."""

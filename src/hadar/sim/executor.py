@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from hadar.model.batch import batch_rate
 from hadar.model.cluster import Cluster
 from hadar.model.efficiency import Efficiency
 from hadar.model.frozen import builder
@@ -45,7 +46,8 @@ class SimulatedExecutor:
     the job's batch), credited ``Efficiency.credit`` reference steps (``r`` per step, exact across changes
     of the noise scale), and stops when the credit reaches ``max_steps``. Its progress is read from the
     lease: ``total - max_steps`` reference steps done. Forked copies of such a job are credited ``r`` at
-    the round's starting progress.
+    the round's starting progress. An adaptive job's lease at another batch (``Lease.batch``) runs at
+    ``model/batch.py``'s rate for that batch and is credited the gain at that batch.
     """
 
     def __init__(self, cluster: Cluster, table: ThroughputTable, world: World = WORLD) -> None:
@@ -57,16 +59,17 @@ class SimulatedExecutor:
         self.fork_efficiency = world.fork_efficiency
         self._cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
         self._profiles: dict[int, tuple[Efficiency, float]] = {}  # job id -> (profile, total reference steps)
+        self._batch_cache: dict[tuple[str, float, float, tuple[int, ...]], float] = {}
 
     def estimate_rate(self, lease: Lease) -> float:
         """The simulated rate is exact: the lease makes exactly this many steps/s (``rate``'s cache read
         inline: the engine asks for every lease of every round it may cut)."""
         rate = self._cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
-        if rate is None:
-            rate = self.rate(lease)
+        if rate is None or lease.batch:
+            rate = self._rate_of(lease)
         if self._profiles and lease.job_id in self._profiles and rate > 0:  # its mean rate over what is left
             eff, total = self._profiles[lease.job_id]
-            need = eff.steps_for(total - lease.max_steps, lease.max_steps, total)
+            need = eff.steps_for(total - lease.max_steps, lease.max_steps, total, lease.batch or None)
             return rate * lease.max_steps / need if need > 0 else rate
         return rate
 
@@ -90,6 +93,34 @@ class SimulatedExecutor:
                 self._cache.clear()
             rate = self._cache[key] = self._rate(lease)
         return rate
+
+    def _rate_of(self, lease: Lease) -> float:
+        """``rate``, or for an adaptive job's lease at another batch than its own, the rate at that batch."""
+        if not lease.batch or lease.job_id not in self._profiles:
+            return self.rate(lease)
+        own = self._profiles[lease.job_id][0].batch
+        if lease.batch == own:
+            return self.rate(lease)
+        key = (lease.job_type, own, lease.batch, lease.gpus)
+        rate = self._batch_cache.get(key)
+        if rate is None:
+            if len(self._batch_cache) > 100_000:
+                self._batch_cache.clear()
+            rate = self._batch_cache[key] = self._at_batch(lease, own)
+        return rate
+
+    def _at_batch(self, lease: Lease, own: float) -> float:
+        """A lease's rate at ``lease.batch``: each type's ``batch_rate`` on the lease's count, combined by the
+        rate model where the lease spans types."""
+        types: dict[str, int] = {}
+        for g in lease.gpus:
+            t = self.cluster.gpu_type_of[g]
+            types[t] = types.get(t, 0) + 1
+        k = len(lease.gpus)
+        each = {t: batch_rate(self.table, lease.job_type, own, lease.batch, k, t) for t in types}
+        if len(types) == 1 or self.rate_model == "sync":
+            return min(each.values())
+        return sum(n * each[t] / k for t, n in types.items())
 
     def _rate(self, lease: Lease) -> float:
         types: dict[str, int] = {}
@@ -147,8 +178,8 @@ class SimulatedExecutor:
         profiles = self._profiles
         for lease in plan.leases:  # the hot loop of a simulation: ``rate``'s cache read inline
             rate = cache.get((lease.job_type, lease.scale_factor, lease.gpus, lease.partner_type))
-            if rate is None:
-                rate = self.rate(lease)
+            if rate is None or lease.batch:
+                rate = self._rate_of(lease)
             lost = lease.lost_s if charge else 0.0
             if lost == 0.0:
                 run_s, start, left = run0, start0, left0
@@ -176,7 +207,7 @@ class SimulatedExecutor:
         return lease.lost_s if self.charge_restarts else 0.0
 
     def _run_one(self, lease: Lease, plan: RoundPlan, lost_s: float = 0.0) -> LeaseResult:
-        rate = self.rate(lease)
+        rate = self._rate_of(lease)
         if rate <= 0:
             return _result(lease.job_id, lease.copy, lease.gpus, 0.0, plan.start_s, False, {}, "", False, 0.0, False)
         run_s = max(0.0, plan.duration_s - lost_s)
@@ -198,9 +229,10 @@ class SimulatedExecutor:
         steps = float(math.floor(rate * run_s))
         if steps <= 0:
             steps = rate * run_s
-        credited = eff.credit(done, steps, total)
+        batch = lease.batch or None
+        credited = eff.credit(done, steps, total, batch)
         if credited >= lease.max_steps:
-            credited, steps = lease.max_steps, eff.steps_for(done, lease.max_steps, total)
+            credited, steps = lease.max_steps, eff.steps_for(done, lease.max_steps, total, batch)
         return credited, start + steps / rate
 
     def _run_copies(self, leases: list[Lease], plan: RoundPlan, lost: list[float]) -> list[LeaseResult]:

@@ -15,7 +15,14 @@ With ``efficiency`` (and for ``scale-gpus`` jobs) each job carries its efficienc
 validated batch), ``noise_scale`` its ``Bn`` per epoch at the batch the reference type runs, the world
 crediting the gain per step. ``scale-gpus`` jobs (Sia's meaning: the GPU count varies from 1 to the row's,
 the batch stays) give ``min_gpus``/``max_gpus`` and rates for every count of that range (ncf stays rigid,
-as in Sia).
+as in Sia). ``adaptive`` jobs (Sia's meaning: count and batch both adapt) are ``scale-gpus`` jobs whose batch
+adapts too (``min_batch``/``max_batch``: the model's smallest and largest validated batch, ``lr_rule``
+``adascale``, as Sia's jobs scale the learning rate; ``batch`` the row's own), and the table holds every
+validated batch ``B`` of the model (and the row's own) at every count ``n`` of the job's range as
+``MODEL (batch size B)``: per
+type the iterations Sia's progress model needs at ``B`` over the seconds the run of ``B`` on ``n`` GPUs
+takes there (the real batch can differ by rounding, as for a rigid job; 0 where the profiles do not
+cover it), so that each entry is a property of the model, batch, count and type alone.
 """
 
 from __future__ import annotations
@@ -36,7 +43,8 @@ TRACE_COLUMNS = ("job_type", "scale_factor", "total_steps", "arrival_s", "restar
 #: the columns a job with an efficiency profile adds, and an elastic one's GPU range
 EFFICIENCY_COLUMNS = ("noise_scale", "ref_batch", "batch")
 ELASTIC_COLUMNS = ("min_gpus", "max_gpus")
-JOB_KINDS = ("rigid", "scale-gpus")
+ADAPTIVE_COLUMNS = ("min_batch", "max_batch", "lr_rule")
+JOB_KINDS = ("rigid", "scale-gpus", "adaptive")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +125,8 @@ def job_rates(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind],
 def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER, *, jobs: str = "rigid",
                efficiency: bool = False) -> tuple[list[dict[str, str]], dict[str, dict[str, dict[str, float]]]]:
     """(trace rows in arrival order, Gavel-format throughput table) of a Sia workload; ``jobs``: every job
-    ``rigid`` or ``scale-gpus``; ``efficiency``: rows carry efficiency profiles (implied by ``scale-gpus``)."""
+    ``rigid``, ``scale-gpus`` or ``adaptive``; ``efficiency``: rows carry efficiency profiles (implied by
+    ``scale-gpus`` and ``adaptive``)."""
     if jobs not in JOB_KINDS:
         raise InputError(f"--jobs: unknown kind {jobs!r} (known: {', '.join(JOB_KINDS)})")
     traces = sia_dir / "traces"
@@ -131,8 +140,12 @@ def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER
         if job.model not in profiles:
             profiles[job.model] = SiaProfile(traces / job.model, job.model)
         profile = profiles[job.model]
-        elastic = jobs == "scale-gpus" and job.model != "ncf"  # Sia keeps ncf at one GPU count
-        for n in range(1, job.gpus + 1) if elastic else (job.gpus,):
+        elastic = jobs != "rigid" and job.model != "ncf"  # Sia keeps ncf at one GPU count
+        counts = range(1, job.gpus + 1) if elastic else (job.gpus,)
+        if jobs == "adaptive":
+            _batch_entries(job, profile, kinds, counts, table)
+            steps = profile.curve.progress[-1]  # (in reference steps: the efficiency columns below)
+        for n in counts if jobs != "adaptive" else ():
             steps, rates = job_rates(job, profile, kinds, n)
             for name, rate in rates.items():
                 table[name][f"('{job.job_type}', {n})"] = {"null": rate}
@@ -145,8 +158,29 @@ def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER
                 profile.noise_points(ref.batch)), ref_batch=str(profile.curve.batches[0]), batch=str(ref.batch))
         if elastic:
             row.update(min_gpus="1", max_gpus=str(job.gpus))
+        if jobs == "adaptive":
+            bs = profile.curve.batches
+            row.update(noise_scale=format_points(profile.noise_points(job.batch)), batch=str(job.batch),
+                       min_batch=str(bs[0]), max_batch=str(bs[-1]), lr_rule="adascale")
         rows.append(row)
     return rows, table
+
+
+def _batch_entries(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind], counts: Sequence[int],
+                   table: dict[str, dict[str, dict[str, float]]]) -> None:
+    """An adaptive job's table entries: every validated batch of its model at every count of ``counts``
+    and the row's own batch (module docstring); entries already written (by a job of the same model) are kept:
+    they are equal."""
+    for b in sorted({*profile.curve.batches, job.batch}):  # the row's own batch too (a rigid policy runs it)
+        key = f"{job.model} (batch size {b})"
+        for n in counts:
+            name = f"('{key}', {n})"
+            if name in table[kinds[0].name]:
+                continue
+            steps = profile.iterations(b)
+            for k in kinds:
+                run = rigid_run(profile, k, n, b) if n <= k.per_node * k.nodes else None
+                table[k.name][name] = {"null": 0.0 if run is None else steps / run.seconds}
 
 
 def cluster_yaml(kinds: Sequence[GpuKind] = CLUSTER) -> str:
@@ -165,7 +199,8 @@ def write_import(rows: Sequence[Mapping[str, str]], table: Mapping[str, object],
         raise InputError(f"--out-dir: folder not found: {out_dir.parent}")
     out_dir.mkdir(exist_ok=True)
     with (out_dir / "trace.csv").open("w", newline="") as f:
-        names = list(TRACE_COLUMNS) + [c for c in EFFICIENCY_COLUMNS + ELASTIC_COLUMNS if rows and c in rows[0]]
+        names = list(TRACE_COLUMNS) + [c for c in EFFICIENCY_COLUMNS + ELASTIC_COLUMNS + ADAPTIVE_COLUMNS
+                                       if any(c in r for r in rows)]  # a column any row has
         w = csv.DictWriter(f, fieldnames=names)
         w.writeheader()
         w.writerows(rows)

@@ -27,6 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -108,6 +109,7 @@ class SiaProfile:
         self.curve = self._read_validation()
         self._placements: dict[str, list[dict[str, float]]] = {}
         self._scalability: dict[str, list[dict[str, float]]] = {}
+        self._interpolants: dict[str, Any] = {}
 
     def _read_validation(self) -> _Curve:
         files = sorted(self.folder.glob("validation-*.csv"))
@@ -166,7 +168,15 @@ class SiaProfile:
 
     def _scaled_step_times(self, suffix: str, placement: tuple[int, ...],
                            local_bsz: float) -> tuple[float, float] | None:
-        """An unmeasured placement: linear interpolation over (nodes, GPUs, batch) of all measured points."""
+        """An unmeasured placement: linear interpolation over (nodes, GPUs, batch) of all measured points
+        (the interpolant built once per GPU type)."""
+        if suffix not in self._interpolants:
+            self._interpolants[suffix] = self._interpolant(suffix)
+        got = self._interpolants[suffix]([min(len(placement), 16), sum(placement), local_bsz])[0]
+        return None if not np.all(np.isfinite(got)) else (float(got[0]), float(got[1]))
+
+    def _interpolant(self, suffix: str) -> Any:
+        """The linear interpolant of (step, sync) over (nodes, GPUs, batch) of every measured point of a type."""
         from scipy.interpolate import LinearNDInterpolator
 
         points: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
@@ -179,8 +189,7 @@ class SiaProfile:
             points.setdefault(key, [(r["step_time"], r["sync_time"])])
         keys = sorted(points)
         values = np.array([np.mean(points[k], axis=0) for k in keys])
-        got = LinearNDInterpolator(np.array(keys), values)([min(len(placement), 16), sum(placement), local_bsz])[0]
-        return None if not np.all(np.isfinite(got)) else (float(got[0]), float(got[1]))
+        return LinearNDInterpolator(np.array(keys), values)
 
     def gain(self, batch: float, epoch: int) -> float:
         """Progress per iteration at global ``batch`` in ``epoch`` (gradient stats interpolated in the batch)."""

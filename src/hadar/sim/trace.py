@@ -113,7 +113,7 @@ def _job(job_id: int, job_type: str, sf: float, steps: float, arrival: float, we
 
 
 _FIELDS = ("job_type", "scale_factor", "total_steps", "arrival_s", "priority_weight", "restart_s", "slo", "entity",
-           "noise_scale", "ref_batch", "batch", "min_gpus", "max_gpus")
+           "noise_scale", "ref_batch", "batch", "min_gpus", "max_gpus", "min_batch", "max_batch", "lr_rule")
 
 
 def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None, *, carry: bool = False) -> Job:
@@ -141,11 +141,12 @@ def _from_record(rec: dict, where: str, job_id: int, folder: Path | None = None,
     slo = rec.get("slo")
     slo_v = None if slo in (None, "") else _number(str(slo), "slo", where)
     entity = rec.get("entity")
+    efficiency = efficiency_of(rec, job_type, where)
     return _job(job_id, job_type, num["scale_factor"], num["total_steps"], num["arrival_s"],
                 num["priority_weight"], where, train=train, extra=extra, restart_s=restart_s,
                 slo=None if slo_v is None or slo_v < 0 else slo_v, entity="" if entity is None else str(entity).strip(),
-                efficiency=efficiency_of(rec, job_type, where),
-                gpu_range=gpu_range_of(rec, int(num["scale_factor"]), where))
+                efficiency=efficiency, gpu_range=gpu_range_of(rec, int(num["scale_factor"]), where),
+                batch_range=batch_range_of(rec, efficiency, where))
 
 
 def gpu_range_of(rec: dict, scale: int, where: str) -> tuple[int, int] | None:
@@ -159,24 +160,38 @@ def gpu_range_of(rec: dict, scale: int, where: str) -> tuple[int, int] | None:
     return int(ends[0]), int(ends[1])
 
 
+def batch_range_of(rec: dict, efficiency: Efficiency | None, where: str) -> tuple[float, float] | None:
+    """An adaptive job's ``(min_batch, max_batch)`` (a missing end: the job's own batch); None where it
+    gives neither."""
+    lo, hi = (rec.get(k) for k in ("min_batch", "max_batch"))
+    if lo in (None, "") and hi in (None, ""):
+        return None
+    if efficiency is None:
+        raise InputError(f"{where}: min_batch/max_batch need an efficiency profile (noise_scale)")
+    return (efficiency.batch if lo in (None, "") else _number(str(lo), "min_batch", where),
+            efficiency.batch if hi in (None, "") else _number(str(hi), "max_batch", where))
+
+
 def efficiency_of(rec: dict, job_type: str, where: str) -> Efficiency | None:
     """A job's efficiency profile from its ``noise_scale`` (``default``: its family's; else ``BN`` or
     ``FRACTION:BN`` pairs), ``ref_batch`` (M0) and ``batch`` (default: the job type's, else M0); None
     without ``noise_scale``."""
     text = str(rec.get("noise_scale") or "").strip()
-    given = [k for k in ("ref_batch", "batch") if rec.get(k) not in (None, "")]
+    given = [k for k in ("ref_batch", "batch", "lr_rule") if rec.get(k) not in (None, "")]
     if not text:
         if given:
             raise InputError(f"{where}: {given[0]} without noise_scale")
         return None
     batch = None if rec.get("batch") in (None, "") else _number(str(rec["batch"]), "batch", where)
+    rule = str(rec.get("lr_rule") or "adascale").strip()
     try:
         if text == "default":
-            return default_efficiency(job_type, where, batch)
+            return replace(default_efficiency(job_type, where, batch), lr_rule=rule)
         if rec.get("ref_batch") in (None, ""):
             raise InputError("noise_scale needs ref_batch (the batch its steps are counted at)")
         ref = _number(str(rec["ref_batch"]), "ref_batch", where)
-        return Efficiency(ref, (family_of(job_type)[1] or ref) if batch is None else batch, parse_points(text, where))
+        return Efficiency(ref, (family_of(job_type)[1] or ref) if batch is None else batch, parse_points(text, where),
+                          rule)
     except InputError as e:
         msg = str(e)
         raise InputError(msg if msg.startswith(where) else f"{where}: {msg}") from None

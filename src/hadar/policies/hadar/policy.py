@@ -88,12 +88,13 @@ class HadarPolicy:
 
     # -- the round's decision ------------------------------------------------------
     def allocate(self, state: SchedulerState) -> Allocation:
-        state = elastic.sized(state)  # elastic jobs at the GPU counts their goodput earns (elastic.py)
+        state = elastic.sized(state)  # elastic and adaptive jobs sized by goodput (elastic.py)
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
         warm = self.warm_starts(state)
         x, scale, value, counts = self.place(state, warm=warm)
+        batches = elastic.batches_for(state, counts)  # each adaptive job's batch where it was placed
         fractions, ids = gangs.shares(counts, scale, len(types)), state.job_ids
         pairs: dict[tuple[int, int], tuple[float, ...]] = {}
         if self.share:  # a pair's time together is in ``pairs``; its host's time alone is then 0
@@ -103,7 +104,8 @@ class HadarPolicy:
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
             ids[i]: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-            pairs=pairs or None, memo=warm_memo(warm))
+            pairs=pairs or None, memo={**warm_memo(warm), **({elastic.BATCHES: batches} if batches else {})},
+            batches=batches or None)
 
     def warm_starts(self, state: SchedulerState) -> Warms | None:
         """With ``warm_start``, the warm starts the last round left in ``state.memo`` (for :meth:`place`;
