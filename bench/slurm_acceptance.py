@@ -6,9 +6,10 @@ daemons must be installed: ``.ci/install-slurm.sh``) of the layout ``--layout`` 
 
 1. ``hadar run --slurm --jobs FILE --policy hadar`` (the real command line, as a subprocess) on a job file
    mixing bundled workloads and a user's ``train(ctx)`` job: every job completed; some job ran on two GPU
-   types (sacct's typed records: ``summary.json``'s ``sacct_gpu_seconds``); jobs were preempted (a lease,
-   then a round without one) and resumed from their checkpoints (the user jobs' saved step count is exactly
-   their size: every lease went on from the last); nothing of hadar's left in squeue or the process table.
+   types (sacct's typed records: ``summary.json``'s ``sacct_gpu_seconds``); jobs were preempted (unfinished,
+   a round without a lease, or the next lease on another node) and resumed from their checkpoints (the user
+   jobs' saved step count is exactly their size: every lease went on from the last); nothing of hadar's left
+   in squeue or the process table.
 2. ``hadar serve --slurm --policy hadar``: the same file submitted over HTTP, a user's plain ``sbatch
    --comment=hadar`` job held by the plugin, the server killed with SIGKILL while a round runs and started
    again on the same state, then slurmctld stopped for 5 s while a round runs: every job done and finished
@@ -34,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import closing
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +79,10 @@ def parse_layout(text: str) -> list[NodeSpec]:
 
 
 def job_file(folder: Path) -> tuple[Path, dict[int, int]]:
-    """The jobs: two bundled workloads (small: a step of theirs takes seconds on a busy CPU) and four of the
-    user's job; (the file, user job index -> its steps)."""
+    """The jobs: two bundled workloads (small: a step of theirs takes seconds on a busy CPU) and five of the
+    user's job (7 jobs on the default layout's 5 GPUs); (the file, user job index -> its steps)."""
     (folder / "userjob.py").write_text(USER_JOB)
-    user = {2: 900, 3: 1100, 4: 1000, 5: 1200}
+    user = {2: 900, 3: 1100, 4: 1000, 5: 1200, 6: 800}
     lines = ["jobs:", "  - {job_type: lstm, total_steps: 4}", "  - {job_type: recoder, total_steps: 20}"]
     lines += [f"  - {{name: counter, entrypoint: userjob.py:train, total_steps: {n}, args: {{step_s: 0.02}}}}"
               for n in user.values()]
@@ -132,16 +134,23 @@ def saved_seen(work: Path, job_id: int) -> int | None:
     return None if saved is None else int(saved["state"]["seen"])
 
 
-def preempted_and_resumed(leases: list[dict[str, Any]]) -> tuple[list[int], list[int]]:
-    """Jobs that had a round without a lease between two leases; jobs with a lease that restored a checkpoint."""
-    rounds: dict[int, list[int]] = {}
-    for rec in leases:
+def preempted_and_resumed(leases: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Jobs that lost their GPU while unfinished: a round without a lease between two leases (``waited``), or
+    the next lease on another node (``moved``: its node went to another job); jobs whose later lease
+    restored the checkpoint the earlier one saved (``resumed``)."""
+    by_job: dict[int, list[dict[str, Any]]] = {}
+    for rec in sorted(leases, key=lambda r: int(r["round"])):
         if rec.get("mode", "train") == "train":
-            rounds.setdefault(int(rec["job"]), []).append(int(rec["round"]))
-    gaps = [j for j, rs in sorted(rounds.items()) if any(b - a > 1 for a, b in zip(sorted(rs), sorted(rs)[1:],
-                                                                                     strict=False))]
-    restored = sorted({int(r["job"]) for r in leases if r.get("restored")})
-    return gaps, restored
+            by_job.setdefault(int(rec["job"]), []).append(rec)
+    waited, moved = [], []
+    for job, recs in sorted(by_job.items()):
+        pairs = list(pairwise(recs))
+        if any(int(b["round"]) - int(a["round"]) > 1 for a, b in pairs):
+            waited.append(job)
+        if any(a["node"] != b["node"] for a, b in pairs):
+            moved.append(job)
+    resumed = sorted({j for j, recs in by_job.items() if any(r.get("restored") for r in recs[1:])})
+    return {"waited": waited, "moved": moved, "resumed": resumed}
 
 
 def run_part(cluster: LocalSlurm, folder: Path, round_s: float) -> tuple[list[Check], dict[str, Any]]:
@@ -159,14 +168,14 @@ def run_part(cluster: LocalSlurm, folder: Path, round_s: float) -> tuple[list[Ch
     leases = [json.loads(line) for line in (out / "leases.jsonl").read_text().splitlines()]
     sacct = summary.get("sacct_gpu_seconds") or {}
     two = {j: sorted(t) for j, t in sacct.items() if len(t) >= 2}
-    gaps, restored = preempted_and_resumed(leases)
+    pre = preempted_and_resumed(leases)
     seen = {i: saved_seen(out / "slurm", i) for i in user}
     checks = [
         check("run: every job completed", proc.returncode == 0 and summary["jobs_completed"] == 2 + len(user),
               {"exit": proc.returncode, "completed": summary.get("jobs_completed"), "rounds": summary.get("rounds")}),
         check("run: a job ran on two GPU types (sacct)", bool(two), two or summary.get("sacct_error")),
-        check("run: jobs preempted and resumed from checkpoints", bool(set(gaps) & set(restored)),
-              {"preempted": gaps, "resumed": restored}),
+        check("run: jobs preempted and resumed from checkpoints",
+              bool(set(pre["waited"] + pre["moved"]) & set(pre["resumed"])), pre),
         check("run: the user's jobs' steps continue across leases", seen == user, {"saved": seen, "size": user}),
     ]
     return checks, {"wall_s": round(wall, 1), "leases": len(leases), "rounds": summary.get("rounds"),
