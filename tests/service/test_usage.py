@@ -51,3 +51,28 @@ def test_usage_sums_the_rounds_per_team_user_job_and_type(tmp_path):
     lines = usage_csv(got).splitlines()
     assert lines[0] == "level,name,team,gpu_type,gpu_s" and "team,nlp,nlp,k80,14.000" in lines
     assert f"job,{c},vision,k80,1.000" in lines
+
+
+def test_sacct_records_in_the_store_are_the_usage_once_each_and_the_rounds_are_not(tmp_path):
+    store = Store(tmp_path)
+    with store.transaction() as con:
+        store.set_meta(con, "cluster", cluster_json(Cluster((Node("a", "v100", 2), Node("b", "k80", 1)))))
+    new = to_new_jobs(parse_job_file(JOBS, "j.yaml"), 0.0)
+    (a,) = store.submit(new, "r1", owner=("vis1", "vision")).ids
+    (b,) = store.submit(new, "r2", owner=("nlp1", "nlp")).ids
+    with store.transaction() as con:
+        store.add_round(con, 0.0, 10.0, [[a, 0, [0, 1], 0], [b, 0, [2], 0]], 3, 3)
+    assert usage(store)["source"] == "rounds"
+    # (Slurm job, GPU type, job, nodes, state, elapsed s, GPUs, end): a's lease on 2 v100, then b's and a's
+    rows = [(41, "v100", a, "a", "COMPLETED", 12.0, 2, 500.0), (42, "k80", b, "b", "COMPLETED", 11.0, 1, 500.0),
+            (43, "k80", a, "b", "COMPLETED", 5.0, 1, 600.0)]
+    assert store.add_slurm_usage(rows, 700.0) == 3
+    assert store.add_slurm_usage(rows[1:], 800.0) == 0  # read again (a restart): kept once
+    assert store.meta("sacct_since") == "800.0"
+    got = usage(store)
+    assert got["source"] == "sacct" and got["slurm_records"] == 3 and "rounds" not in got
+    assert [(j["id"], j["by_type"]) for j in got["jobs"]] == [(a, {"v100": 24.0, "k80": 5.0}), (b, {"k80": 11.0})]
+    assert got["teams"]["vision"]["gpu_s"] == 29.0 and got["by_type"] == {"v100": 24.0, "k80": 16.0}
+    assert usage(store, since_at=550.0)["gpu_s"] == 5.0  # cut by each lease's end
+    normed = usage(store, rates={(new[0].job_type, 1): {"v100": 6.0, "k80": 2.0}})
+    assert normed["teams"]["nlp"]["normalized_s"] == pytest.approx(11.0 * 2.0 / ((2 * 6.0 + 2.0) / 3))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hadar.model.cluster import Cluster, Node
 from hadar.slurm import accounting, userjobs
+from hadar.slurm.commands import SlurmError
 from hadar.slurm.serve import next_round
 
 
@@ -68,3 +69,48 @@ def test_a_restart_numbers_its_leases_after_the_folders_of_its_run(tmp_path: Pat
     for name in ("0123abcd-j1-c0-r3-train", "0123abcd-j2-c1-r11-train", "ffffffff-j1-c0-r40-train", "notes"):
         (leases / name).mkdir(parents=True)
     assert next_round(leases, "0123abcd" * 4) == 12
+
+
+class _FakeSacct:
+    """sacct's answers, in turn (a dict: its JSON; a string: the error it prints)."""
+
+    def __init__(self, *answers: dict | str) -> None:
+        self.answers, self.asked = list(answers), []
+
+    def json(self, *cmd: str) -> dict:
+        self.asked.append(cmd)
+        answer = self.answers.pop(0)
+        if isinstance(answer, str):
+            raise SlurmError(f"sacct: {answer}")
+        return answer
+
+
+def _lease(job_id: int, name: str, elapsed: int, end: int, state: str = "COMPLETED") -> dict:
+    return _sacct(job_id, elapsed, ("gpu:k80", 1)) | {"name": name, "time": {"elapsed": elapsed, "end": end},
+                                                       "state": {"current": state, "reason": "None"}}
+
+
+def test_the_feed_hands_each_ended_lease_of_its_run_on_once_and_reads_only_while_something_is_to_read() -> None:
+    run = "abcdef0123456789"
+    kept: list[tuple[list[accounting.Accounted], float]] = []
+    first = {"jobs": [_lease(5, "hadar-abcdef01-j2-c0-r0", 12, 2000), _lease(6, "hadar-abcdef01-j3-c0-r0", 3, 0,
+                                                                            "RUNNING"),
+                      _lease(7, "hadar-99999999-j2-c0-r0", 9, 2000), _lease(8, "train.sh", 9, 2000)]}
+    second = {"jobs": [first["jobs"][0], _lease(6, "hadar-abcdef01-j3-c0-r0", 8, 2100)]}
+    slurm = _FakeSacct(first, second, "Nothing found with query")
+    feed = accounting.SacctFeed(slurm, run, 1000.0, lambda rows, since: kept.append((rows, since)), poll_s=0.0)
+    assert feed.poll([5, 6]) == 1  # 6 still runs; 7 is another run's, 8 no lease of hadar's
+    assert [(a.usage.slurm_job, a.usage.job, a.usage.gpu_type, a.usage.gpu_s, a.end_at) for a in kept[0][0]] == [
+        (5, 2, "k80", 12.0, 2000.0)]
+    assert slurm.asked[0][-1] == f"--starttime={accounting.local_time(1000.0 - accounting.MARGIN_S)}"
+    assert feed.poll([5, 6]) == 1 and [a.usage.slurm_job for a in kept[1][0]] == [6]  # 5 again: not handed on
+    assert feed.poll([5, 6]) == 0 and len(slurm.asked) == 2  # everything ended and handed on: no read
+    assert feed.poll([5, 6, 9]) == 0 and len(slurm.asked) == 3 and not feed.off  # a window without jobs
+    assert kept[1][1] < kept[2][1] and kept[2][0] == []  # the window moves on with each read
+
+
+def test_without_accounting_the_feed_stops_reading() -> None:
+    slurm = _FakeSacct("Slurm accounting storage is disabled")
+    feed = accounting.SacctFeed(slurm, "abcdef01", 0.0, lambda rows, since: None, poll_s=0.0)
+    assert feed.poll([1]) == 0 and feed.off == "sacct: Slurm accounting storage is disabled"
+    assert feed.poll([1, 2]) == 0 and len(slurm.asked) == 1

@@ -102,7 +102,8 @@ def _team_parsers(sub: Any) -> None:
     tk.add_argument("--tenants", type=Path, metavar="FILE", help="check that USER is in this tenants file")
     tk.set_defaults(func=token_main)
 
-    u = sub.add_parser("usage", help="GPU-seconds per team, user, job and GPU type, from the recorded rounds")
+    u = sub.add_parser("usage", help="GPU-seconds per team, user, job and GPU type, from the recorded rounds "
+                       "(on Slurm with accounting: from sacct)")
     u.add_argument("--team", help="this team's jobs only (a user's token: always their own team)")
     u.add_argument("--since", help="rounds from this date or ISO time on (UTC unless it names a zone)")
     fmt = u.add_mutually_exclusive_group()
@@ -222,6 +223,9 @@ def usage_main(args: argparse.Namespace) -> int:
         for t, sec in sorted(rec["by_type"].items()):
             print(f"{team or '-':<14} {t:<10} {sec / 3600:>10.3f}")
     print(f"{'total':<14} {'':<10} {res['gpu_s'] / 3600:>10.3f}")
+    source = res.get("source", "rounds")
+    print("source: " + ("Slurm's accounting (sacct's typed records of the ended leases)" if source == "sacct"
+                        else "the recorded rounds"))
     return 0
 
 

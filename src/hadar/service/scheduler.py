@@ -159,13 +159,23 @@ class Service:
         try:
             backend: Any = slurm_serve.start_backend(
                 self.opts.slurm, self.opts.state_dir, self.clock, run_id=self.store.run_id, seed=self.opts.seed,
-                on_event=self.events, restore=lambda tracker: runtime.restore_tracker(tracker, measured))
+                on_event=self.events, restore=lambda tracker: runtime.restore_tracker(tracker, measured),
+                usage=(self._sacct_since(), self._keep_usage))
         finally:
             self.ray_started.set()
         try:
             self._serve(backend)
         finally:
             backend.close()
+
+    def _sacct_since(self) -> float:
+        """Where sacct's window starts: where the last read left it, else when the store was made."""
+        return float(self.store.meta("sacct_since") or self.store.meta("created_at") or 0.0)
+
+    def _keep_usage(self, rows: Sequence[Any], since: float) -> None:
+        """sacct's records of ended leases (``hadar.slurm.accounting.Accounted``), each kept once."""
+        self.store.add_slurm_usage([(a.usage.slurm_job, a.usage.gpu_type, a.usage.job, a.usage.nodes, a.usage.state,
+                                     a.usage.elapsed_s, a.usage.gpus, a.end_at) for a in rows], since)
 
     def _serve(self, backend: runtime.Backend) -> None:
         """Wire the engine on ``backend``, resume the stored jobs into it and run it until the source stops."""

@@ -4,7 +4,8 @@ What it holds: every submitted job (its spec, status, progress, checkpoint,
 the GPUs it holds), the submissions (so a retried request is not stored
 twice), the measured throughputs, the scheduler's rounds (and the wall-clock
 time each was committed, ``at``) and events, and ``meta`` (schema version, the
-run id that checkpoints carry, the service clock). With teams: who submitted
+run id that checkpoints carry, the service clock), and on Slurm sacct's record of each ended lease
+(``slurm_usage``: once per Slurm job and GPU type). With teams: who submitted
 each job and for which team (``owners``), the users' API tokens (``tokens``:
 SHA-256 digests, never the token), and the audit log (``audit``: admin
 actions, submissions, cancellations, token changes). A restarted service
@@ -81,6 +82,11 @@ CREATE TABLE IF NOT EXISTS events (
     t REAL NOT NULL, kind TEXT NOT NULL, job_id INTEGER, data TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_job ON events (job_id);
+CREATE TABLE IF NOT EXISTS slurm_usage (
+    slurm_job INTEGER NOT NULL, gpu_type TEXT NOT NULL, job_id INTEGER NOT NULL, nodes TEXT NOT NULL,
+    state TEXT NOT NULL, elapsed_s REAL NOT NULL, gpus INTEGER NOT NULL, end_at REAL NOT NULL,
+    PRIMARY KEY (slurm_job, gpu_type)
+);
 CREATE TABLE IF NOT EXISTS owners (job_id INTEGER PRIMARY KEY, user TEXT NOT NULL, team TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tokens (
     id INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL, hash TEXT NOT NULL UNIQUE,
@@ -274,6 +280,20 @@ class Store:
                         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_type, k, gpu_type) DO UPDATE SET "
                         "rate = excluded.rate, samples = excluded.samples, steps = excluded.steps, "
                         "seconds = excluded.seconds", list(rows))
+
+    def add_slurm_usage(self, rows: Iterable[tuple[int, str, int, str, str, float, int, float]], since: float) -> int:
+        """sacct's records (Slurm job, GPU type, job, nodes, state, elapsed s, GPUs, end), each (Slurm job, GPU
+        type) kept once, and where sacct is read from next (``sacct_since``), in one transaction; how many new."""
+        with self.transaction() as con:
+            cur = con.executemany("INSERT INTO slurm_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                  list(rows))
+            self.set_meta(con, "sacct_since", repr(since))
+            return int(cur.rowcount)
+
+    def slurm_usage(self, since_at: float | None = None) -> list[sqlite3.Row]:
+        """sacct's records of the jobs that ended at or after ``since_at`` (None: all), by Slurm job and type."""
+        return self._reader().execute("SELECT * FROM slurm_usage WHERE end_at >= ? ORDER BY slurm_job, gpu_type",
+                                      (-1.0 if since_at is None else since_at,)).fetchall()
 
     # ---- reads ----------------------------------------------------------------------------
     def jobs(self, status: Sequence[str] | None = None) -> list[sqlite3.Row]:

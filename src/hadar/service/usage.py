@@ -13,6 +13,11 @@ lease's GPU type over the job's proportional rate (its rate at an equal share of
 ``sum_t rate_t N_t / N``, Gavel's normalization): one normalized second is what the job makes in a
 second on its share of the cluster, so a team's ``normalized_s`` over the period's length is the
 normalized throughput it received, summed over its jobs.
+
+On Slurm with accounting (``hadar serve --slurm``), the store's ``slurm_usage`` holds sacct's record of
+each ended lease: its elapsed seconds in Slurm (its start included) on each of its GPUs of each type, from
+Slurm's typed TRES, not its billing. Where the store holds any, they are the answer (``source``: ``sacct``;
+``since_at`` cuts by each lease's end), else the rounds are (``source``: ``rounds``).
 """
 
 from __future__ import annotations
@@ -57,42 +62,62 @@ def _normalizer(store: Store, type_of: list[str], rates: Rates | None) -> dict[i
     return out
 
 
+class _View:
+    """The sums of one usage answer, charged lease by lease."""
+
+    def __init__(self, owners: Mapping[int, tuple[str, str]], team: str | None,
+                 norm: Mapping[int, tuple[dict[str, float], float]]) -> None:
+        self.owners, self.team, self.norm = owners, team, norm
+        self.teams: dict[str, dict[str, Any]] = {}
+        self.users: dict[str, dict[str, Any]] = {}
+        self.jobs: dict[int, dict[str, Any]] = {}
+        self.by_type: dict[str, float] = {}
+
+    def charge(self, job_id: int, seconds: float, gpu_types: list[str]) -> bool:
+        """``seconds`` on each GPU of ``gpu_types`` for job ``job_id`` (its normalized seconds on the first's
+        type); False if the job is not of the team asked for."""
+        user, owner_team = self.owners.get(job_id, ("", ""))
+        if self.team is not None and owner_team != self.team:
+            return False
+        t_rec = self.teams.setdefault(owner_team, {"gpu_s": 0.0, "by_type": {}, "normalized_s": 0.0})
+        if job_id in self.norm and gpu_types and gpu_types[0] != "?":
+            per, prop = self.norm[job_id]
+            t_rec["normalized_s"] += seconds * per.get(gpu_types[0], 0.0) / prop
+        u_rec = self.users.setdefault(user, {"team": owner_team, "gpu_s": 0.0, "by_type": {}})
+        j_rec = self.jobs.setdefault(job_id, {"id": job_id, "team": owner_team, "user": user, "gpu_s": 0.0,
+                                              "by_type": {}})
+        for gpu_type in gpu_types:
+            for rec in (t_rec, u_rec, j_rec):
+                rec["gpu_s"] += seconds
+                _add(rec["by_type"], gpu_type, seconds)
+            _add(self.by_type, gpu_type, seconds)
+        return True
+
+
 def usage(store: Store, *, since_at: float | None = None, team: str | None = None,
           rates: Rates | None = None) -> dict[str, Any]:
     """GPU-seconds per team, user, job and GPU type (``team``: that team's jobs only); with ``rates``, each
-    team's normalized seconds too (module docstring)."""
+    team's normalized seconds too (module docstring). ``source``: ``sacct`` where the store holds Slurm's
+    records of the service's leases (``hadar serve --slurm`` with accounting), else ``rounds``."""
     type_of = gpu_types_by_id(store.meta("cluster"))
-    norm = _normalizer(store, type_of, rates)
-    owners: Mapping[int, tuple[str, str]] = store.owners()
-    teams: dict[str, dict[str, Any]] = {}
-    users: dict[str, dict[str, Any]] = {}
-    jobs: dict[int, dict[str, Any]] = {}
-    by_type: dict[str, float] = {}
-    rounds = 0
-    for row in store.all_rounds(since_at):
-        seconds = max(0.0, float(row["end_s"]) - float(row["start_s"]))
-        counted = False
-        for job_id, _copy, gpus, *_ in json.loads(row["leases"]):
-            user, owner_team = owners.get(int(job_id), ("", ""))
-            if team is not None and owner_team != team:
-                continue
-            counted = True
-            t_rec = teams.setdefault(owner_team, {"gpu_s": 0.0, "by_type": {}, "normalized_s": 0.0})
-            if int(job_id) in norm and gpus and 0 <= gpus[0] < len(type_of):
-                per, prop = norm[int(job_id)]
-                t_rec["normalized_s"] += seconds * per.get(type_of[gpus[0]], 0.0) / prop
-            u_rec = users.setdefault(user, {"team": owner_team, "gpu_s": 0.0, "by_type": {}})
-            j_rec = jobs.setdefault(int(job_id), {"id": int(job_id), "team": owner_team, "user": user,
-                                                  "gpu_s": 0.0, "by_type": {}})
-            for g in gpus:
-                gpu_type = type_of[g] if 0 <= g < len(type_of) else "?"
-                for rec in (t_rec, u_rec, j_rec):
-                    rec["gpu_s"] += seconds
-                    _add(rec["by_type"], gpu_type, seconds)
-                _add(by_type, gpu_type, seconds)
-        rounds += counted
-    return {"since_at": since_at, "team": team, "rounds": rounds, "gpu_s": sum(by_type.values()), "by_type": by_type,
-            "teams": teams, "users": users, "jobs": [jobs[j] for j in sorted(jobs)]}
+    view = _View(store.owners(), team, _normalizer(store, type_of, rates))
+    rounds, records = 0, store.slurm_usage(since_at)
+    if records:
+        for rec in records:  # one record per lease and GPU type: its elapsed seconds on each of its GPUs
+            types = [str(rec["gpu_type"])] * int(rec["gpus"])
+            rounds += view.charge(int(rec["job_id"]), float(rec["elapsed_s"]), types)
+    else:
+        for row in store.all_rounds(since_at):
+            seconds = max(0.0, float(row["end_s"]) - float(row["start_s"]))
+            counted = False
+            for job_id, _copy, gpus, *_ in json.loads(row["leases"]):
+                types = [type_of[g] if 0 <= g < len(type_of) else "?" for g in gpus]
+                counted = view.charge(int(job_id), seconds, types) or counted
+            rounds += counted
+    count = {"slurm_records": rounds} if records else {"rounds": rounds}
+    return {"since_at": since_at, "team": team, "source": "sacct" if records else "rounds", **count,
+            "gpu_s": sum(view.by_type.values()), "by_type": view.by_type, "teams": view.teams, "users": view.users,
+            "jobs": [view.jobs[j] for j in sorted(view.jobs)]}
 
 
 def usage_csv(view: Mapping[str, Any]) -> str:

@@ -31,6 +31,7 @@ from hadar.model.plan import NodeChange
 from hadar.runtime import checkpoint, emulation
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.slurm import script
+from hadar.slurm.accounting import Accounted, SacctFeed
 from hadar.slurm.commands import JobState, Slurm, SlurmError
 from hadar.slurm.executor import TAG, SlurmExecutor, SlurmOptions
 from hadar.slurm.userjobs import UserJobs
@@ -84,6 +85,7 @@ class ServiceExecutor(SlurmExecutor):
     (``hadar.slurm.userjobs``), and the nodes they hold are down to hadar's schedule until they end."""
 
     users: UserJobs | None = None
+    feed: SacctFeed | None = None  # sacct's records of the service's ended leases, into its store
     _sinfo: Cluster | None = None  # the cluster as sinfo said last (nodes held by user jobs up)
 
     def read_cluster(self) -> Cluster:
@@ -96,6 +98,8 @@ class ServiceExecutor(SlurmExecutor):
             self.users.refresh()
             self.users.record_ended({n.name: n.gpu_type for n in self.cluster.nodes})
             self.users.place(self._sinfo, lambda t: self.ratio(USER_JOB, 1, t), self.members)
+        if self.feed is not None:
+            self.feed.poll(r["slurm_job"] for r in self.records)
         return super().cluster_view()
 
 
@@ -111,13 +115,17 @@ def own_jobs(slurm: Slurm, run_id: str) -> list[JobState]:
 
 def start_backend(opts: SlurmServe, state_dir: Path, clock: Clock, *, run_id: str, seed: int,
                   on_event: Callable[[dict[str, Any]], None],
-                  restore: Callable[[ThroughputTracker], None]) -> SlurmBackend:
+                  restore: Callable[[ThroughputTracker], None],
+                  usage: tuple[float, Callable[[list[Accounted], float], None]] | None = None) -> SlurmBackend:
     """The executor on the partition sinfo describes, in ``state_dir``, its numbering continued after the
-    leases already there, its tracker given what the store measured before (``restore``)."""
+    leases already there, its tracker given what the store measured before (``restore``); ``usage``: where
+    sacct's window starts and what keeps its records (``SacctFeed``)."""
     slurm = Slurm(opts.conf)
     options = SlurmOptions(state_dir, partition=opts.partition, seed=seed, run_id=run_id)
     executor = ServiceExecutor(slurm, clock, options, on_event=on_event)
     executor.users = UserJobs(slurm, opts.partition, state_dir)
+    if usage is not None:
+        executor.feed = SacctFeed(slurm, run_id, *usage)
     executor.dilation = emulation.dilation(executor.cluster.num_gpus, os.cpu_count() or 1)  # (ignored on CUDA)
     executor.round_base = next_round(state_dir / "leases", run_id)
     restore(executor.tracker)
