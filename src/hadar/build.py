@@ -23,7 +23,8 @@ from hadar.mechanism.quotas import QuotaPlanner
 from hadar.mechanism.rounds import GavelRoundPlanner
 from hadar.mechanism.tenants import Tenants
 from hadar.model.cluster import Cluster
-from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.fork_efficiency import IDEAL
+from hadar.model.fork_model import ForkSetting
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy, PolicyTraits
 from hadar.policies.profiles import PolicySpec, resolve
@@ -89,7 +90,7 @@ def _takes_team_weights(policy: Policy) -> bool:
 
 
 def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = True,
-                 fork_efficiency: ForkEfficiency = IDEAL) -> RoundPlanner:
+                 fork_efficiency: ForkSetting = IDEAL) -> RoundPlanner:
     """The planner a policy's traits name (planners read the cluster from each snapshot). Outside
     ``gavel_compat`` Gavel's rounds hand spare GPUs out only after every positive priority is served.
     ``fork_efficiency``: what the run credits forked copies (the forking planner runs copies as one
@@ -128,7 +129,7 @@ class WireOptions:
     gavel_compat: bool = False
     track_copies: bool = False
     hooks: Hooks = NO_HOOKS
-    fork_efficiency: ForkEfficiency = IDEAL
+    fork_efficiency: ForkSetting = IDEAL
     tenants: Tenants | None = None
     min_run_s: float = 0.0
 

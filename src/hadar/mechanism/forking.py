@@ -39,7 +39,8 @@ from hadar.mechanism.events import Event, Kind
 from hadar.mechanism.fork_credit import credited_copies
 from hadar.mechanism.planning import Stateless
 from hadar.model.cluster import Cluster
-from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.fork_efficiency import IDEAL
+from hadar.model.fork_model import ForkSetting
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, SchedulerState
 
@@ -197,7 +198,7 @@ class ForkingPlanner(Stateless):
     (``fork_credit.credited_copies``).
     """
 
-    def __init__(self, efficiency: ForkEfficiency = IDEAL, yield_after_s: float | None = None) -> None:
+    def __init__(self, efficiency: ForkSetting = IDEAL, yield_after_s: float | None = None) -> None:
         self.efficiency = efficiency
         self.yield_after_s = yield_after_s
 
@@ -215,8 +216,9 @@ class ForkingPlanner(Stateless):
         gpus = self.gpu_ids(state, copies)
         leases: list[Lease] = []
         for job in state.jobs:
+            fraction = job.done_steps / job.total_steps if job.total_steps > 0 else 0.0
             groups = credited_copies(state.cluster, state.table, self.efficiency, job.job_type, job.scale_factor,
-                                     gpus.get(job.job_id, []))
+                                     gpus.get(job.job_id, []), fraction, state.round_s)
             for c, group in enumerate(groups):
                 leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
                                     gpus=group, max_steps=job.remaining_steps, copy=c,
