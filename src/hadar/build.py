@@ -24,9 +24,10 @@ from hadar.mechanism.rounds import GavelRoundPlanner
 from hadar.mechanism.tenants import Tenants
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL
-from hadar.model.fork_model import ForkSetting
+from hadar.model.fork_model import ForkModel, ForkSetting
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy, PolicyTraits
+from hadar.policies.hadare import HadarEPolicy
 from hadar.policies.profiles import PolicySpec, resolve
 from hadar.policies.registry import entry
 from hadar.policies.teams import TeamWeighted
@@ -140,6 +141,8 @@ def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Exe
     o = WireOptions(**options)
     if o.tenants is not None and o.tenants.teams and not _takes_team_weights(policy):
         policy = TeamWeighted(policy, o.tenants.weights)  # teams weigh through the jobs' priority weights
+    if isinstance(o.fork_efficiency, ForkModel) and isinstance(policy, HadarEPolicy):
+        policy.fork_model = o.fork_efficiency  # the planner's estimate, never the world's
     traits = policy.traits
     ledger = JobLedger(run_cluster(cluster, table, o.gavel_compat), table, o.round_s,
                        track_copies=o.track_copies or traits.forks)
