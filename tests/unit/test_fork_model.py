@@ -157,3 +157,14 @@ def test_a_noise_scale_world_is_recorded_and_costs_an_ideal_planner() -> None:
     plain = simulate(_workload(), cluster, table, "hadar").summary
     again = simulate(_workload(), cluster, table, "hadar", world=world).summary
     assert again["avg_jct_s"] == plain["avg_jct_s"] and again["makespan_s"] == plain["makespan_s"]
+
+
+@pytest.mark.parametrize("name", ["noise-scale", "noise-scale-split"])
+def test_compare_in_a_noise_scale_world(name: str, capsys) -> None:
+    assert main(["compare", "--policies", "hadar,hadare", "--trace", "small_test", "--cluster", "4:4:4",
+                 "--fork-efficiency", name, "--no-ftf"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split()[0] for line in out.splitlines()[1:5]]
+    assert rows == ["policy", "hadar", "hadare", "hadare-calibrated"]
+    mode = "split" if name.endswith("split") else "scale-out"
+    assert f"world: {mode} forks credited as data parallelism" in out
