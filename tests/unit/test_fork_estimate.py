@@ -86,3 +86,33 @@ def test_hadare_with_the_model_forks_only_what_gains(table) -> None:
     forks = simulate(r18, cluster, table, "hadare", world=world, fork_estimate=est, record_events=True)
     counts = _copies_per_round(forks)
     assert counts[0] == 4 and set(counts[1:]) == {5}
+
+
+def test_the_planner_keeps_the_best_number_of_copies_not_the_first_tie(table) -> None:
+    """Under the model an A3C job's m copies are credited 0.8 x (1/m) x m of one copy's rate for every m >= 2: dropping
+    one at a time never gains, yet one copy alone (credited in full) beats them all. The planner keeps one, the
+    fastest (node 0, a V100)."""
+    from hadar.mechanism.fork_credit import credited_copies
+
+    cluster = parse_cluster(str(DATA / "clusters" / "physical_5x1.yaml"))
+    groups = [(g,) for g in range(5)]
+    model = ForkModel().for_estimate()
+    assert credited_copies(cluster, table, model, "A3C", 1, groups, 0.5, 360.0) == [(0,)]
+    # a ResNet-18 job late in training keeps all five (each copy adds more than it costs the others)
+    assert credited_copies(cluster, table, model, "ResNet-18 (batch size 32)", 1, groups, 0.9, 360.0) == groups
+
+
+def test_the_pace_guard_gives_no_copy_that_adds_nothing(table) -> None:
+    """A lone A3C job on an idle five-node cluster is the pace guard's case (it sets the horizon): planning as if
+    copies were free HadarE gives it a copy on every node; with the model, one (the others would be worth less)."""
+    from hadar.mechanism.ledger import JobLedger
+    from hadar.policies import create
+
+    cluster = parse_cluster(str(DATA / "clusters" / "physical_5x1.yaml"))
+    ledger = JobLedger(cluster, table, 360.0)
+    ledger.add(Job(0, "A3C", 1, 200_000))
+    state = ledger.snapshot(0.0)
+    for model, copies in ((None, 5), (ForkModel().for_estimate(), 1)):
+        policy = create("hadare")
+        policy.fork_model = model
+        assert len(policy.allocate(state).copies[0]) == copies

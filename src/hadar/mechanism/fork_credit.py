@@ -70,6 +70,8 @@ def credited_copies(cluster: Cluster, table: ThroughputTable, efficiency: ForkSe
         groups = merged
     if eff.ideal:
         return groups
+    if isinstance(efficiency, ForkModel):
+        return _keep_best(cluster, table, eff, job_type, groups)
     return _drop_losing(cluster, table, eff, job_type, groups)
 
 
@@ -116,6 +118,26 @@ def _drop_losing(cluster: Cluster, table: ThroughputTable, efficiency: _Factor, 
             break
         keep.remove(slowest)
     return [groups[i] for i in keep]
+
+
+def _keep_best(cluster: Cluster, table: ThroughputTable, efficiency: _Factor, job_type: str,
+               groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """``groups`` less its slowest copies where that credits most (a ``ForkModel``): of the m fastest copies (the
+    earlier in node order on a tie), every m from all down to one, the m with the highest credited rate, fewer
+    copies only where they beat more by the relative margin (eff x m may stay flat while eff falls: dropping
+    one at a time would stop at the first tie)."""
+    rates = _rates(cluster, table, job_type, groups)
+    order = sorted(range(len(groups)), key=lambda i: (-rates[i], i))
+    prefix = [0.0]
+    for i in order:
+        prefix.append(prefix[-1] + rates[i])
+    best_m, best = len(order), efficiency.factor(job_type, len(order)) * sum(rates)
+    for m in range(len(order) - 1, 0, -1):
+        credited = efficiency.factor(job_type, m) * prefix[m]
+        if credited > best * (1.0 + _GAIN):
+            best_m, best = m, credited
+    keep = set(order[:best_m])
+    return [g for i, g in enumerate(groups) if i in keep]
 
 
 def _subset(items: Sequence[int], sizes: Sequence[int], target: int) -> list[int] | None:

@@ -254,12 +254,18 @@ class HadarEPolicy:
                 -rel[i, index[cluster.nodes[n].gpu_type]], -rates[index[cluster.nodes[n].gpu_type], 1], n))
             mine: Layout = {}
             pace = copies_rate(cluster, rates, index, own)
+            factor = None if self.fork_model is None else _factor(
+                self.fork_model, j.job_type, j.done_steps / j.total_steps, state.round_s)
             for n in order:
                 r = index[cluster.nodes[n].gpu_type]
                 if pace >= target * (1 - 1e-9):
                     break
                 if j.throughputs[r] > 0 and free[n] and n not in own:
-                    k = mine[n] = min(j.scale_factor, free[n])
+                    k = min(j.scale_factor, free[n])
+                    m = len(own) + len(mine)
+                    if factor is not None and factor(m + 1) * (pace + rates[r, k]) <= factor(m) * pace:
+                        continue  # under the estimate this copy adds nothing to the job
+                    mine[n] = k
                     free[n] -= k
                     pace += rates[r, k]
             if mine:
