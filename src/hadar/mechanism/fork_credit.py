@@ -20,7 +20,9 @@ its steps, does not see; the forking planner fixes both for each job, per round:
 2. **A copy that slows its job down does not run.** One more copy lowers eff for every copy, so
    a slow one (a K80 next to V100s) can cost the job more than it adds. The slowest copy (the
    last in node order on a tie) is dropped while ``eff(m - 1) x (sum - its rate) > eff(m) x sum``;
-   its GPUs idle for the round. Under ideal forking no copy is ever dropped.
+   its GPUs idle for the round. Under ideal forking no copy is ever dropped. Under the noise-scale
+   ``ForkModel`` (eff at the job's progress, less the merge time's share of the round) the m fastest
+   copies are kept for the m that credits most (``_keep_best``).
 
 Every comparison must win by a relative 1e-9: a tie keeps the copies as they are, so no choice
 hangs on round-off. Types are tried in the order their nodes come in the cluster (which a run
