@@ -18,9 +18,11 @@ beside the checkout, `--philly FILE`; docs/traces.md says where to get it); befo
 bench checks against it that no window shares a job with a Philly workload used elsewhere in the
 project (`hadar.evaluation.USED_PHILLY`). `--out DIR` writes DIR/SET.json and DIR/SET.csv. A
 progress bar on stderr on a terminal. `--parallel N` runs each workload's simulations in N processes.
+`--fork-efficiency NAME` sets the world every row runs in (default `calibrated`; `noise-scale`,
+`noise-scale-split`: the noise-scale fork model, whose `hadare-calibrated` row plans with it).
 
     .venv/bin/python bench/bench_heldout.py --set dev|heldout [--only NAME,NAME] [--philly FILE]
-        [--out DIR] [--parallel N]
+        [--out DIR] [--parallel N] [--fork-efficiency NAME]
     .venv/bin/python bench/bench_heldout.py --markdown DIR/SET.json    # the tables of docs/evaluation.md
 """
 
@@ -56,19 +58,19 @@ COLUMNS = (("avg JCT h", "avg_jct_s", 3600), ("p99 JCT h", "p99_jct_s", 3600), (
 RATIOS = (("JCT/LAS", "avg_jct_s"), ("p99/LAS", "p99_jct_s"), ("TTD/LAS", "makespan_s"), ("FTF/LAS", "ftf_max"))
 
 
-def compare_args(w: Workload, trace: Path | None, parallel: int = 1) -> argparse.Namespace:
-    """``hadar compare``'s parsed arguments for workload ``w`` (the CLI's own parser)."""
+def compare_args(w: Workload, trace: Path | None, parallel: int = 1, fork: str = "calibrated") -> argparse.Namespace:
+    """``hadar compare``'s parsed arguments for workload ``w`` (the CLI's own parser), in world ``fork``."""
     from hadar.cli import build_parser
 
-    argv = ["compare", *w.compare_argv(trace), "--policies", POLICIES, "--fork-efficiency", "calibrated",
+    argv = ["compare", *w.compare_argv(trace), "--policies", POLICIES, "--fork-efficiency", fork,
             "--parallel", str(parallel)]
     return build_parser("compare").parse_args(argv)
 
 
-def measure(w: Workload, philly: Path, folder: Path, parallel: int = 1) -> dict[str, Any]:
+def measure(w: Workload, philly: Path, folder: Path, parallel: int = 1, fork: str = "calibrated") -> dict[str, Any]:
     """Run ``w`` as ``hadar compare`` does; its jobs, and per policy row the summary with FTF."""
     trace = import_window(w, philly, folder) if w.philly else None
-    results, _, _ = compare(compare_args(w, trace, parallel))
+    results, _, _ = compare(compare_args(w, trace, parallel, fork))
     rows = {r["policy"]: r for r in results}
     return {"jobs": rows[LAS]["jobs"], "results": rows}
 
@@ -179,7 +181,8 @@ def write(out: Path, which: str, chosen: Sequence[Workload], measured: dict[str,
     return [js, cv]
 
 
-def run_set(which: str, chosen: Sequence[Workload], philly: Path, parallel: int = 1) -> dict[str, dict[str, Any]]:
+def run_set(which: str, chosen: Sequence[Workload], philly: Path, parallel: int = 1,
+            fork: str = "calibrated") -> dict[str, dict[str, Any]]:
     """Measure every workload, printing its table as it finishes; a progress bar on a terminal."""
     from tqdm import tqdm
 
@@ -189,7 +192,7 @@ def run_set(which: str, chosen: Sequence[Workload], philly: Path, parallel: int 
         for w in chosen:
             bar.set_postfix_str(w.name)
             t0 = time.monotonic()
-            m = measure(w, philly, Path(tmp), parallel)
+            m = measure(w, philly, Path(tmp), parallel, fork)
             m["goals"] = goals(m["results"])
             m["wall_s"] = round(time.monotonic() - t0, 1)
             measured[w.name] = m
@@ -210,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="write DIR/SET.json and DIR/SET.csv")
     ap.add_argument("--parallel", type=workers_count, default=1, metavar="N",
                     help="each workload's simulations in N local processes (default 1)")
+    ap.add_argument("--fork-efficiency", default="calibrated", metavar="NAME", help="the world's fork credit, as "
+                    "`hadar compare --fork-efficiency` (default calibrated; noise-scale, noise-scale-split, a file)")
     args = ap.parse_args(argv)
     if args.markdown is not None:
         print(markdown(json.loads(args.markdown.read_text())))
@@ -230,12 +235,13 @@ def main(argv: list[str] | None = None) -> int:
         if clash:
             raise HadarError("a window shares jobs with a workload used elsewhere: " + "; ".join(clash))
         t0 = time.monotonic()
-        measured = run_set(args.set, chosen, args.philly, args.parallel)
+        measured = run_set(args.set, chosen, args.philly, args.parallel, fork=args.fork_efficiency)
     except HadarError as e:
         print(f"bench_heldout: error: {e}", file=sys.stderr)
         return 2
     print(summary(args.set, measured))
-    info = {"wall_s": round(time.monotonic() - t0, 1), "load_avg": os.getloadavg(), "cpus": os.cpu_count()}
+    info = {"fork_efficiency": args.fork_efficiency, "wall_s": round(time.monotonic() - t0, 1),
+            "load_avg": os.getloadavg(), "cpus": os.cpu_count()}
     for p in write(args.out, args.set, chosen, measured, info) if args.out else []:
         print(f"wrote {p}")
     return 0

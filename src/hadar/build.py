@@ -23,9 +23,11 @@ from hadar.mechanism.quotas import QuotaPlanner
 from hadar.mechanism.rounds import GavelRoundPlanner
 from hadar.mechanism.tenants import Tenants
 from hadar.model.cluster import Cluster
-from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.fork_efficiency import IDEAL
+from hadar.model.fork_model import ForkModel, ForkSetting
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy, PolicyTraits
+from hadar.policies.hadare import HadarEPolicy
 from hadar.policies.profiles import PolicySpec, resolve
 from hadar.policies.registry import entry
 from hadar.policies.teams import TeamWeighted
@@ -89,7 +91,7 @@ def _takes_team_weights(policy: Policy) -> bool:
 
 
 def make_planner(traits: PolicyTraits, seed: int = 0, *, gavel_compat: bool = True,
-                 fork_efficiency: ForkEfficiency = IDEAL) -> RoundPlanner:
+                 fork_efficiency: ForkSetting = IDEAL) -> RoundPlanner:
     """The planner a policy's traits name (planners read the cluster from each snapshot). Outside
     ``gavel_compat`` Gavel's rounds hand spare GPUs out only after every positive priority is served.
     ``fork_efficiency``: what the run credits forked copies (the forking planner runs copies as one
@@ -128,7 +130,7 @@ class WireOptions:
     gavel_compat: bool = False
     track_copies: bool = False
     hooks: Hooks = NO_HOOKS
-    fork_efficiency: ForkEfficiency = IDEAL
+    fork_efficiency: ForkSetting = IDEAL
     tenants: Tenants | None = None
     min_run_s: float = 0.0
 
@@ -139,6 +141,8 @@ def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Exe
     o = WireOptions(**options)
     if o.tenants is not None and o.tenants.teams and not _takes_team_weights(policy):
         policy = TeamWeighted(policy, o.tenants.weights)  # teams weigh through the jobs' priority weights
+    if isinstance(o.fork_efficiency, ForkModel) and isinstance(policy, HadarEPolicy):
+        policy.fork_model = o.fork_efficiency  # the planner's estimate, never the world's
     traits = policy.traits
     ledger = JobLedger(run_cluster(cluster, table, o.gavel_compat), table, o.round_s,
                        track_copies=o.track_copies or traits.forks)

@@ -70,7 +70,10 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
                    "borrowed GPUs keeps them at least this long (default 0)")
     c.add_argument("--fork-efficiency", metavar="FILE", help="the world: what forked copies' steps are worth, per "
                    "job family: a file of `hadar experiment fork-efficiency --out FILE`, or 'calibrated' (the bundled "
-                   "measurement; default: ideal, full credit). simulate hands the forking planner the same as its "
+                   "measurement; default: ideal, full credit), or 'noise-scale' / "
+                   "'noise-scale-split': k copies averaged every round as data parallelism at their summed "
+                   "batch (scale-out) or sharing the job's batch (split), x rho per phase, less a merge time "
+                   "(docs/hadar.md). simulate hands the forking planner the same as its "
                    "estimate; compare runs every policy in this world and each forking policy twice: with its own "
                    "(ideal) estimate, and as NAME-calibrated with this one")
     c.add_argument("--rate-model", choices=("sync", "additive"), default="sync",
@@ -96,11 +99,12 @@ def load_profiles(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def load_fork_efficiency(args: argparse.Namespace) -> Any:
-    """The ``--fork-efficiency`` file's ``ForkEfficiency`` (None where the option is not given)."""
-    from hadar.model.fork_efficiency import ForkEfficiency
+    """The ``--fork-efficiency`` setting: a ``ForkEfficiency`` or the noise-scale ``ForkModel`` (None where the
+    option is not given)."""
+    from hadar.model import fork_model
 
     given = getattr(args, "fork_efficiency", None)
-    return None if given is None else ForkEfficiency.load(given)
+    return None if given is None else fork_model.load(given)
 
 
 def add_output_args(p: argparse.ArgumentParser) -> None:
@@ -121,7 +125,8 @@ def load_inputs(args: argparse.Namespace | RunConfig) -> tuple[Any, Any, Any, di
 def inputs_of(config: RunConfig) -> tuple[Any, Any, Any, dict[str, Any]]:
     """(job source, cluster, table, extra simulate kwargs) of a run's configuration: the files read."""
     from hadar.config import parse_cluster
-    from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+    from hadar.model import fork_model
+    from hadar.model.fork_efficiency import IDEAL
     from hadar.model.throughput import ThroughputTable
     from hadar.model.world import World
 
@@ -131,9 +136,11 @@ def inputs_of(config: RunConfig) -> tuple[Any, Any, Any, dict[str, Any]]:
     kwargs: dict[str, Any] = {"round_s": run.round_s, "seed": run.seed, "gavel_compat": run.gavel_compat}
     if world.restart_s is not None:
         kwargs["restart_s"] = world.restart_s
-    efficiency = None if world.fork_efficiency is None else ForkEfficiency.load(world.fork_efficiency)
+    efficiency = None if world.fork_efficiency is None else fork_model.load(world.fork_efficiency)
     kwargs["world"] = World(rate_model=world.rate_model, fork_efficiency=efficiency or IDEAL)
-    if efficiency is not None:
+    if isinstance(efficiency, fork_model.ForkModel):  # the same model, its noise scales from family defaults only
+        kwargs["fork_estimate"] = efficiency.for_estimate()
+    elif efficiency is not None:
         kwargs["fork_estimate"] = efficiency  # simulate: the planner is told the world's (compare: both ways)
     if run.tenants is not None:
         from hadar.service.tenants import load_tenants

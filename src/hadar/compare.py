@@ -165,7 +165,12 @@ def run_compare(args: argparse.Namespace) -> int:
             print(f"{r['policy']} forks jobs: its TTD/bound is against the forking TTD bound "
                   f"{r['ttd_forking_bound_s'] / 3600:.2f} h")
     world = b.get("world") or {}
-    if world.get("fork_efficiency", "ideal") != "ideal":
+    if world.get("fork_model"):
+        m = world["fork_model"]
+        print(f"world: {m['mode']} forks credited as data parallelism at the copies' summed batch x rho "
+              f"{m['rho']} less {m['merge_s']} s per round to merge (the bound stays ideal); NAME-calibrated "
+              f"rows' planner holds the same model, its noise scales from family defaults")
+    elif world.get("fork_efficiency", "ideal") != "ideal":
         print(f"world: forked copies' steps credited x e^log2(copies), e per job family from "
               f"{world['fork_efficiency']} (the bound stays ideal); NAME-calibrated rows' planner is told so")
     if world.get("rate_model", "sync") != "sync":

@@ -41,8 +41,9 @@ NOT_IN_FILE = frozenset({"help", "config", "json", "no_progress", "verbose", "qu
 @dataclass(frozen=True, slots=True)
 class WorldConfig:
     """The simulated world (``model/world.World``): how a gang spanning GPU types progresses (``rate_model``),
-    what forked copies are worth (``fork_efficiency``: a file, 'calibrated', or None: ideal), and the restart
-    cost of jobs that give none (``restart_s``; None: 0). Restarts are charged except under ``gavel_compat``."""
+    what forked copies are worth (``fork_efficiency``: a file, 'calibrated', 'noise-scale', 'noise-scale-split', or
+    None: ideal), and the restart cost of jobs that give none (``restart_s``; None: 0). Restarts are charged except
+    under ``gavel_compat``."""
 
     rate_model: str = "sync"
     fork_efficiency: str | None = None

@@ -20,7 +20,9 @@ its steps, does not see; the forking planner fixes both for each job, per round:
 2. **A copy that slows its job down does not run.** One more copy lowers eff for every copy, so
    a slow one (a K80 next to V100s) can cost the job more than it adds. The slowest copy (the
    last in node order on a tie) is dropped while ``eff(m - 1) x (sum - its rate) > eff(m) x sum``;
-   its GPUs idle for the round. Under ideal forking no copy is ever dropped.
+   its GPUs idle for the round. Under ideal forking no copy is ever dropped. Under the noise-scale
+   ``ForkModel`` (eff at the job's progress, less the merge time's share of the round) the m fastest
+   copies are kept for the m that credits most (``_keep_best``).
 
 Every comparison must win by a relative 1e-9: a tie keeps the copies as they are, so no choice
 hangs on round-off. Types are tried in the order their nodes come in the cluster (which a run
@@ -32,27 +34,47 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hadar.model.cluster import Cluster
-from hadar.model.fork_efficiency import ForkEfficiency
+from hadar.model.fork_model import ForkModel, ForkSetting
 from hadar.model.throughput import ThroughputTable
 
 _GAIN = 1e-9  # a change must beat the copies as they are by this relative margin
 
 
-def credited_copies(cluster: Cluster, table: ThroughputTable, efficiency: ForkEfficiency, job_type: str, w: int,
-                    groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+class _Factor:
+    """eff(m) of one job's m copies: ``ForkEfficiency.factor``, or the ``ForkModel``'s ``rate_factor`` at the
+    job's progress ``fraction`` with the round's merge time (``round_s``)."""
+
+    def __init__(self, efficiency: ForkSetting, job_type: str, fraction: float, round_s: float) -> None:
+        self.efficiency, self.job_type, self.fraction, self.round_s = efficiency, job_type, fraction, round_s
+        self.ideal = efficiency.ideal
+
+    def factor(self, job_type: str, m: int) -> float:
+        e = self.efficiency
+        if isinstance(e, ForkModel):
+            return e.rate_factor(job_type, m, self.fraction, self.round_s)
+        return e.factor(job_type, m)
+
+
+def credited_copies(cluster: Cluster, table: ThroughputTable, efficiency: ForkSetting, job_type: str, w: int,
+                    groups: list[tuple[int, ...]], fraction: float = 0.0, round_s: float = 0.0
+                    ) -> list[tuple[int, ...]]:
     """``groups`` (one job's copies, each a tuple of GPU ids on one node, in node order) with the copies
     that gain by it merged into synchronous gangs of W GPUs (a gang takes the place of its first copy),
-    then the copies that cost the job progress dropped."""
+    then the copies that cost the job progress dropped. ``fraction`` (the job's progress) and ``round_s``
+    matter only to a ``ForkModel``."""
     if len(groups) < 2:
         return groups
+    eff = _Factor(efficiency, job_type, fraction, round_s)
     while any(len(g) < w for g in groups):
-        merged = _best_merge(cluster, table, efficiency, job_type, w, groups)
+        merged = _best_merge(cluster, table, eff, job_type, w, groups)
         if merged is None:
             break
         groups = merged
-    if efficiency.ideal:
+    if eff.ideal:
         return groups
-    return _drop_losing(cluster, table, efficiency, job_type, groups)
+    if isinstance(efficiency, ForkModel):
+        return _keep_best(cluster, table, eff, job_type, groups)
+    return _drop_losing(cluster, table, eff, job_type, groups)
 
 
 def _rates(cluster: Cluster, table: ThroughputTable, job_type: str, groups: list[tuple[int, ...]]) -> list[float]:
@@ -60,7 +82,7 @@ def _rates(cluster: Cluster, table: ThroughputTable, job_type: str, groups: list
     return [table.rate_on(job_type, len(g), cluster.gpu_type_of[g[0]]) for g in groups]
 
 
-def _best_merge(cluster: Cluster, table: ThroughputTable, efficiency: ForkEfficiency, job_type: str, w: int,
+def _best_merge(cluster: Cluster, table: ThroughputTable, efficiency: _Factor, job_type: str, w: int,
                 groups: list[tuple[int, ...]]) -> list[tuple[int, ...]] | None:
     """The copies with one more gang merged where that gains most (the first type in node order
     on a tie), or None where no merge gains."""
@@ -85,7 +107,7 @@ def _best_merge(cluster: Cluster, table: ThroughputTable, efficiency: ForkEffici
     return [gang if i == best[0] else g for i, g in enumerate(groups) if i not in drop]
 
 
-def _drop_losing(cluster: Cluster, table: ThroughputTable, efficiency: ForkEfficiency, job_type: str,
+def _drop_losing(cluster: Cluster, table: ThroughputTable, efficiency: _Factor, job_type: str,
                  groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     """``groups`` less the slowest copies, one at a time, while dropping one raises the credited rate."""
     rates = _rates(cluster, table, job_type, groups)
@@ -98,6 +120,26 @@ def _drop_losing(cluster: Cluster, table: ThroughputTable, efficiency: ForkEffic
             break
         keep.remove(slowest)
     return [groups[i] for i in keep]
+
+
+def _keep_best(cluster: Cluster, table: ThroughputTable, efficiency: _Factor, job_type: str,
+               groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """``groups`` less its slowest copies where that credits most (a ``ForkModel``): of the m fastest copies (the
+    earlier in node order on a tie), every m from all down to one, the m with the highest credited rate, fewer
+    copies only where they beat more by the relative margin (eff x m may stay flat while eff falls: dropping
+    one at a time would stop at the first tie)."""
+    rates = _rates(cluster, table, job_type, groups)
+    order = sorted(range(len(groups)), key=lambda i: (-rates[i], i))
+    prefix = [0.0]
+    for i in order:
+        prefix.append(prefix[-1] + rates[i])
+    best_m, best = len(order), efficiency.factor(job_type, len(order)) * sum(rates)
+    for m in range(len(order) - 1, 0, -1):
+        credited = efficiency.factor(job_type, m) * prefix[m]
+        if credited > best * (1.0 + _GAIN):
+            best_m, best = m, credited
+    keep = set(order[:best_m])
+    return [g for i, g in enumerate(groups) if i in keep]
 
 
 def _subset(items: Sequence[int], sizes: Sequence[int], target: int) -> list[int] | None:

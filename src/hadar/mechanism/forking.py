@@ -28,7 +28,7 @@ copy that would slow its job down does not run.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -39,7 +39,8 @@ from hadar.mechanism.events import Event, Kind
 from hadar.mechanism.fork_credit import credited_copies
 from hadar.mechanism.planning import Stateless
 from hadar.model.cluster import Cluster
-from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.fork_efficiency import IDEAL
+from hadar.model.fork_model import ForkSetting
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, SchedulerState
 
@@ -65,6 +66,12 @@ class CopyCandidate:
     there); ``room_steps``: steps not yet covered this round by its copies;
     ``held``: nodes that already hold a copy of it; ``prefer``: nodes it
     held last round (kept when free: no restart).
+
+    ``factor``: the policy's estimate of eff(m), the share of m copies' summed rate credited (``ForkModel``'s
+    ``rate_factor`` at the job's progress); then a copy is worth what it adds to the job's credited rate,
+    ``factor(m + 1) x (total + its rate) - factor(m) x total`` with ``copies`` = m copies held at ``total``
+    steps/s: its own steps less what it lowers every other copy's worth (None: every copy is worth its
+    steps, the ideal and per-doubling credits' rule).
     """
 
     index: int
@@ -73,6 +80,16 @@ class CopyCandidate:
     room_steps: float
     held: set[int] = field(default_factory=set)
     prefer: frozenset[int] = frozenset()
+    factor: Callable[[int], float] | None = None
+    copies: int = 0
+    total: float = 0.0
+
+    def gain(self, rate: float) -> float:
+        """Steps/s one more copy at ``rate`` adds to the job's credited rate (``rate`` where ``factor`` is None)."""
+        f = self.factor
+        if f is None:
+            return rate
+        return f(self.copies + 1) * (self.total + rate) - f(self.copies) * self.total
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +173,11 @@ def _greedy(nodes: NodeFree, book: Prices, jobs: Sequence[CopyCandidate], round_
         if mode == PRICED:
             book.take({c.r: c.k})
         job.held.add(node)
-        job.room_steps = max(0.0, job.room_steps - job.rates[c.r, c.k] * round_s)
+        if job.factor is None:
+            job.room_steps = max(0.0, job.room_steps - job.rates[c.r, c.k] * round_s)
+        else:  # the copy's worth to the job, net of what it lowers its other copies'
+            job.room_steps = max(0.0, job.room_steps - job.gain(job.rates[c.r, c.k]) * round_s)
+            job.copies, job.total = job.copies + 1, job.total + job.rates[c.r, c.k]
         heapq.heappush(heap, (-c.score, pos))  # it may fork again on another node
 
 
@@ -176,7 +197,8 @@ def _best(nodes: NodeFree, book: Prices, job: CopyCandidate, round_s: float, mod
         for k in range(1, top + 1):
             if priced:
                 cost += book.price(r, k - 1)
-            useful = job.rates[r, k] if mode == SPEEDUP else min(job.rates[r, k] * round_s, job.room_steps) / round_s
+            rate = job.rates[r, k] if job.factor is None else job.gain(job.rates[r, k])
+            useful = rate if mode == SPEEDUP else min(rate * round_s, job.room_steps) / round_s
             utility = job.unit_value[r] * useful
             c = _Choice(r, k, utility, utility - cost)
             key = c.payoff if priced else c.utility
@@ -197,7 +219,7 @@ class ForkingPlanner(Stateless):
     (``fork_credit.credited_copies``).
     """
 
-    def __init__(self, efficiency: ForkEfficiency = IDEAL, yield_after_s: float | None = None) -> None:
+    def __init__(self, efficiency: ForkSetting = IDEAL, yield_after_s: float | None = None) -> None:
         self.efficiency = efficiency
         self.yield_after_s = yield_after_s
 
@@ -215,8 +237,9 @@ class ForkingPlanner(Stateless):
         gpus = self.gpu_ids(state, copies)
         leases: list[Lease] = []
         for job in state.jobs:
+            fraction = job.done_steps / job.total_steps if job.total_steps > 0 else 0.0
             groups = credited_copies(state.cluster, state.table, self.efficiency, job.job_type, job.scale_factor,
-                                     gpus.get(job.job_id, []))
+                                     gpus.get(job.job_id, []), fraction, state.round_s)
             for c, group in enumerate(groups):
                 leases.append(Lease(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
                                     gpus=group, max_steps=job.remaining_steps, copy=c,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.fork_model import ForkModel
 
 RATE_MODELS = ("sync", "additive")
 
@@ -20,11 +21,12 @@ RATE_MODELS = ("sync", "additive")
 class World:
     """``rate_model``: a lease on several GPU types runs at its slowest type's pace (``sync``) or each GPU
     adds its share (``additive``: only with local batches in proportion to each GPU's speed);
-    ``fork_efficiency``: what k forked copies' steps are worth; ``charge_restarts``: a lease that is not
+    ``fork_efficiency``: what k forked copies' steps are worth (a per-doubling ``ForkEfficiency``, or the
+    noise-scale ``ForkModel``: data parallelism at the copies' summed batch); ``charge_restarts``: a lease that is not
     extended first spends its job's restart cost restoring (Gavel's world charges none)."""
 
     rate_model: str = "sync"
-    fork_efficiency: ForkEfficiency = IDEAL
+    fork_efficiency: ForkEfficiency | ForkModel = IDEAL
     charge_restarts: bool = True
 
     def __post_init__(self) -> None:
@@ -33,6 +35,9 @@ class World:
 
     def describe(self) -> dict[str, object]:
         """The world as a run's summary records it."""
-        return {"rate_model": self.rate_model, "charge_restarts": self.charge_restarts,
-                "fork_efficiency": "ideal" if self.fork_efficiency.ideal else (self.fork_efficiency.source
-                                                                               or "calibrated")}
+        out: dict[str, object] = {
+            "rate_model": self.rate_model, "charge_restarts": self.charge_restarts,
+            "fork_efficiency": "ideal" if self.fork_efficiency.ideal else (self.fork_efficiency.source or "calibrated")}
+        if isinstance(self.fork_efficiency, ForkModel):
+            out["fork_model"] = self.fork_efficiency.describe()
+        return out

@@ -48,7 +48,7 @@ holds even for a job holding more than W GPUs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -59,6 +59,7 @@ from hadar.errors import InputError
 from hadar.mechanism.forking import CopyCandidate, NodeFree, copies_rate, offer_nodes
 from hadar.mechanism.placement import node_layout
 from hadar.model.cluster import Cluster
+from hadar.model.fork_model import ForkModel
 from hadar.model.state import Allocation, SchedulerState
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import PolicyTraits
@@ -125,6 +126,9 @@ class HadarEPolicy:
         self.advanced = HadarEAdvanced(**{k: knobs.pop(k) for k in list(knobs) if k in _OWN_KNOBS})
         self.hadar = HadarPolicy(plan=plan, keep_slack=keep_slack, **knobs)
         self.fork = fork
+        #: the run's estimate of what copies are worth (``build.wire`` hands it the forking planner's, where that
+        #: is a ``ForkModel``): a copy is then offered by its worth net of its job's other copies' loss
+        self.fork_model: ForkModel | None = None
 
     @property
     def traits(self) -> PolicyTraits:
@@ -250,12 +254,18 @@ class HadarEPolicy:
                 -rel[i, index[cluster.nodes[n].gpu_type]], -rates[index[cluster.nodes[n].gpu_type], 1], n))
             mine: Layout = {}
             pace = copies_rate(cluster, rates, index, own)
+            factor = None if self.fork_model is None else _factor(
+                self.fork_model, j.job_type, j.done_steps / j.total_steps, state.round_s)
             for n in order:
                 r = index[cluster.nodes[n].gpu_type]
                 if pace >= target * (1 - 1e-9):
                     break
                 if j.throughputs[r] > 0 and free[n] and n not in own:
-                    k = mine[n] = min(j.scale_factor, free[n])
+                    k = min(j.scale_factor, free[n])
+                    m = len(own) + len(mine)
+                    if factor is not None and factor(m + 1) * (pace + rates[r, k]) <= factor(m) * pace:
+                        continue  # under the estimate this copy adds nothing to the job
+                    mine[n] = k
                     free[n] -= k
                     pace += rates[r, k]
             if mine:
@@ -285,11 +295,22 @@ class HadarEPolicy:
         for i, j in enumerate(state.jobs):
             rates = copy_rates(state.table, j.job_type, j.scale_factor, state.gpu_types)
             mine = held[j.job_id]
-            room = j.remaining_steps - copies_rate(cluster, rates, index, mine) * state.round_s
-            candidates.append(CopyCandidate(i, rates, unit[i], room, set(mine),
-                                            frozenset(cluster.node_of[g] for g in j.previous_gpus)))
+            total = copies_rate(cluster, rates, index, mine)
+            prefer = frozenset(cluster.node_of[g] for g in j.previous_gpus)
+            if self.fork_model is None:
+                room = j.remaining_steps - total * state.round_s
+                candidates.append(CopyCandidate(i, rates, unit[i], room, set(mine), prefer))
+                continue
+            factor = _factor(self.fork_model, j.job_type, j.done_steps / j.total_steps, state.round_s)
+            room = j.remaining_steps - factor(len(mine)) * total * state.round_s
+            candidates.append(CopyCandidate(i, rates, unit[i], room, set(mine), prefer, factor, len(mine), total))
         for i, new in offer_nodes(nodes, book, candidates, state.round_s).items():
             _add(held[state.jobs[i].job_id], dict(new))
+
+
+def _factor(model: ForkModel, job_type: str, fraction: float, round_s: float) -> Callable[[int], float]:
+    """eff(m) of the job's m copies as ``model`` estimates it this round (``ForkModel.rate_factor``)."""
+    return lambda m: model.rate_factor(job_type, m, fraction, round_s)
 
 
 def _add(layout: Layout, more: Mapping[int, int]) -> None:

@@ -20,9 +20,10 @@ def add_fork_efficiency_arg(p: argparse.ArgumentParser) -> None:
     """``--fork-efficiency`` of ``hadar run`` and ``hadar serve`` (read by ``cli_simulate.load_fork_efficiency``)."""
     p.add_argument("--fork-efficiency", metavar="FILE",
                    help="forking policies (hadare): what forked copies are worth, a file of `hadar experiment "
-                   "fork-efficiency --out FILE` or 'calibrated' (the bundled one); a job's copies then run as one "
-                   "synchronous gang across nodes, or a copy is dropped, where that is worth more (default: every "
-                   "copy worth its steps)")
+                   "fork-efficiency --out FILE`, 'calibrated' (the bundled one) or 'noise-scale' / "
+                   "'noise-scale-split' (the noise-scale model, by which HadarE then prices each copy, docs/hadar.md); "
+                   "a job's copies then run as one synchronous gang across nodes, or a copy is dropped, where that is "
+                   "worth more (default: every copy worth its steps)")
 
 
 def add_parser(sub: Any) -> None:

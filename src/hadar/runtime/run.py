@@ -25,7 +25,8 @@ from hadar.job.entrypoint import check as check_entrypoint
 from hadar.mechanism.admission import validate_jobs
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
-from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.fork_efficiency import IDEAL
+from hadar.model.fork_model import ForkSetting
 from hadar.model.job import Job
 from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
@@ -141,7 +142,7 @@ class RunOptions:
     fork_optimizer: str = "largest"
     profiles: Mapping[str, PolicySpec] | None = None
     pair_workers: str = "lazy"
-    fork_efficiency: ForkEfficiency | None = None
+    fork_efficiency: ForkSetting | None = None
 
     def __post_init__(self) -> None:
         _check_options(self.round_s, self.fork_optimizer, self.dilation, self.pair_workers)

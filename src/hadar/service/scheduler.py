@@ -31,7 +31,8 @@ from hadar.mechanism.ledger import DONE_EPS, JobLedger, Resumed
 from hadar.mechanism.quotas import QuotaPlanner
 from hadar.mechanism.tenants import Tenants
 from hadar.model.cluster import Cluster
-from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.fork_efficiency import IDEAL
+from hadar.model.fork_model import ForkSetting
 from hadar.model.job import Job
 from hadar.policies.profiles import PolicySpec
 from hadar.runtime import checkpoint
@@ -77,7 +78,7 @@ class ServeOptions:
     round_s: float = 10.0
     seed: int = 0
     dilation: float | None = None
-    fork_efficiency: ForkEfficiency = IDEAL  # what the forking planner counts a copy worth
+    fork_efficiency: ForkSetting = IDEAL  # what the forking planner counts a copy worth
     tenants_path: Path | None = None  # the tenants file (teams, quotas, users); None: one admin token
     min_run_s: float = 0.0  # a job on borrowed GPUs keeps them at least this long
     slurm: SlurmServe | None = None  # run the jobs on Slurm (``hadar.slurm.serve``), not Ray

@@ -8,6 +8,7 @@ from dataclasses import replace
 from hadar.model.batch import batch_rate
 from hadar.model.cluster import Cluster
 from hadar.model.efficiency import Efficiency
+from hadar.model.fork_model import ForkModel
 from hadar.model.frozen import builder
 from hadar.model.job import Job
 from hadar.model.plan import Lease, LeaseResult, RoundPlan, RoundReport
@@ -41,6 +42,10 @@ class SimulatedExecutor:
     ``fork_efficiency.factor(job type, k)`` x their steps (k copies; default
     ``IDEAL``: factor 1, every copy's steps count in full).
 
+    Under the noise-scale model (``ForkModel``) k >= 2 copies are credited ``rho(f) x eff(k)`` at the round's
+    starting progress f (``ForkModel.factor``, the job's own profile giving its noise scale), each copy after
+    ``merge_s`` of the round spent merging (on top of its restore).
+
     Statistical progress: a job with an efficiency profile (``Job.efficiency``, learnt at ``admit``) has
     ``total_steps`` in reference steps; its lease makes ``floor(rate * round)`` of the table's steps (at
     the job's batch), credited ``Efficiency.credit`` reference steps (``r`` per step, exact across changes
@@ -60,6 +65,7 @@ class SimulatedExecutor:
         self._cache: dict[tuple[str, int, tuple[int, ...], str], float] = {}
         self._profiles: dict[int, tuple[Efficiency, float]] = {}  # job id -> (profile, total reference steps)
         self._batch_cache: dict[tuple[str, float, float, tuple[int, ...]], float] = {}
+        self._totals: dict[int, float] = {}  # job id -> total steps (a forked job's progress, ForkModel's rho)
 
     def estimate_rate(self, lease: Lease) -> float:
         """The simulated rate is exact: the lease makes exactly this many steps/s (``rate``'s cache read
@@ -80,7 +86,10 @@ class SimulatedExecutor:
     def admit(self, jobs: list[Job]) -> None:
         """The run's table is the simulated world's: it holds every job's rows already; the jobs'
         efficiency profiles are noted (their steps are credited by them)."""
+        model = isinstance(self.fork_efficiency, ForkModel)
         for job in jobs:
+            if model:
+                self._totals[job.job_id] = float(job.total_steps)
             if job.efficiency is not None:
                 self._profiles[job.job_id] = (job.efficiency, float(job.total_steps))
 
@@ -243,7 +252,12 @@ class SimulatedExecutor:
         they can do more than the job has left, all stop when the sum reaches it (the job tracker
         sees the job finish), at the time t where sum of rate x (t - restore) reaches the remaining steps.
         """
-        eff = self.fork_efficiency.factor(leases[0].job_type, len(leases))
+        model = self.fork_efficiency
+        if isinstance(model, ForkModel):
+            eff = self._model_factor(model, leases)
+            lost = [x + model.merge_s for x in lost]
+        else:
+            eff = model.factor(leases[0].job_type, len(leases))
         if leases[0].job_id in self._profiles:  # r at the round's starting progress, each copy at the job's batch
             profile, total = self._profiles[leases[0].job_id]
             eff *= profile.gain((total - min(x.max_steps for x in leases)) / total)
@@ -259,6 +273,18 @@ class SimulatedExecutor:
         return [LeaseResult(lease.job_id, lease.copy, lease.gpus, r * max(0.0, t - x),
                             plan.start_s + (max(t, x) if r > 0 else 0.0))
                 for lease, r, x in zip(leases, rates, d, strict=True)]
+
+
+    def _model_factor(self, model: ForkModel, leases: list[Lease]) -> float:
+        """``ForkModel.factor`` of one job's copies at the round's starting progress (its profile's noise scale,
+        else its family's; progress as a share of its total steps)."""
+        job_id, remaining = leases[0].job_id, min(x.max_steps for x in leases)
+        if job_id in self._profiles:
+            profile, total = self._profiles[job_id]
+            return model.factor(leases[0].job_type, len(leases), (total - remaining) / total, profile)
+        total = self._totals.get(job_id, 0.0)
+        fraction = (total - remaining) / total if total > 0 else 0.0
+        return model.factor(leases[0].job_type, len(leases), fraction)
 
 
 def _shared_finish(rates: list[float], delays: list[float], steps: float) -> float:

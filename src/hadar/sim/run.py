@@ -18,7 +18,8 @@ from hadar.mechanism.tenants import Tenants
 from hadar.metrics.bound import bound_summary
 from hadar.metrics.summary import JobRow, job_rows, summarize
 from hadar.model.cluster import Cluster
-from hadar.model.fork_efficiency import IDEAL, ForkEfficiency
+from hadar.model.fork_efficiency import IDEAL
+from hadar.model.fork_model import ForkSetting
 from hadar.model.job import Job, check_restart_s
 from hadar.model.throughput import ThroughputTable
 from hadar.model.world import World
@@ -59,7 +60,7 @@ class SimOptions:
     world: World | None = None
     profiles: Mapping[str, PolicySpec] | None = None
     restart_s: float | None = None
-    fork_estimate: ForkEfficiency | None = None
+    fork_estimate: ForkSetting | None = None
     tenants: Tenants | None = None
     min_run_s: float = 0.0
 
