@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hadar.errors import InputError
+
+if TYPE_CHECKING:
+    from hadar.runconfig import RunConfig
 
 DEFAULT_PORT = 8470
 
@@ -225,7 +228,7 @@ def usage_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def serve_config(args: argparse.Namespace) -> Any:
+def serve_config(args: argparse.Namespace) -> RunConfig:
     """``hadar serve``'s flags and ``--config`` file as the one ``RunConfig`` (``runconfig.from_training_args``:
     round length, port, dilation, ... checked there), plus what only the service refuses; ``InputError``."""
     from hadar.runconfig import from_training_args
