@@ -98,6 +98,7 @@ def serve(args: argparse.Namespace) -> int:
 
     config = serve_config(args)  # flags and --config as the one RunConfig, checked
     run, train = config.run, config.training
+    assert train is not None and train.state is not None  # serve_config made it; --state is required
     profiles = load_profiles(args)
     efficiency = load_fork_efficiency(args)  # a bad file: one line, exit 2, before Ray starts
     cluster = _cluster(config)
