@@ -131,7 +131,7 @@ def inputs_of(config: RunConfig) -> tuple[Any, Any, Any, dict[str, Any]]:
     from hadar.model.world import World
 
     run, world = config.run, config.world
-    cluster = parse_cluster(run.cluster, run.gpus_per_node)
+    cluster = parse_cluster(run.cluster or DEFAULT_CLUSTER, run.gpus_per_node)
     table = ThroughputTable.load(run.throughputs)
     kwargs: dict[str, Any] = {"round_s": run.round_s, "seed": run.seed, "gavel_compat": run.gavel_compat}
     if world.restart_s is not None:

@@ -120,7 +120,7 @@ class RunSection:
     folder."""
 
     workload: Workload = Workload()
-    cluster: str = DEFAULT_CLUSTER
+    cluster: str | None = DEFAULT_CLUSTER  # None (run, serve): the demo cluster, or what Ray's nodes say
     gpus_per_node: int = 1
     throughputs: str | None = None
     round_s: float = 360.0
@@ -134,20 +134,62 @@ class RunSection:
         if self.gpus_per_node <= 0:
             raise InputError(f"--gpus-per-node must be positive, got {self.gpus_per_node}")
         if not (self.round_s > 0 and math.isfinite(self.round_s)):
-            raise InputError(f"round length must be positive and finite (seconds), got {self.round_s}")
+            raise InputError(f"--round-s must be a positive number of seconds (the round length), got {self.round_s}")
         if self.seed < 0:
             raise InputError(f"--seed must be >= 0, got {self.seed}")
-        if self.tenants is not None and not 0 <= self.min_run_s < float("inf"):
+        if not 0 <= self.min_run_s < float("inf"):
             raise InputError(f"--min-run-s must be a number of seconds >= 0, got {self.min_run_s}")
 
 
 @dataclass(frozen=True, slots=True)
+class Training:
+    """What a run that trains for real (``hadar run``, ``hadar serve``) adds to the run section: the job file
+    (``jobs``; None: the demo), the Ray cluster to join (``address``; None: a local, emulated one), Ray's
+    dashboard host, the checkpoint folder, the emulation's ``dilation``, HadarE's ``fork_optimizer``, when space
+    sharing's second workers start (``pair_workers``), Slurm instead of Ray (``slurm``, ``partition``), and the
+    service's state folder, host and port."""
+
+    jobs: str | None = None
+    address: str | None = None
+    dashboard: str | None = None
+    checkpoint_dir: Path | None = None
+    dilation: float | None = None
+    fork_optimizer: str = "largest"
+    pair_workers: str = "lazy"
+    slurm: bool = False
+    partition: str | None = None
+    state: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8470
+
+    def __post_init__(self) -> None:
+        if self.dilation is not None and not (math.isfinite(self.dilation) and self.dilation >= 1):
+            raise InputError(f"--dilation must be a number >= 1, got {self.dilation}")
+        for flag, value, known in (("fork-optimizer", self.fork_optimizer, FORK_OPTIMIZERS),
+                                   ("pair-workers", self.pair_workers, PAIR_WORKERS)):
+            if value not in known:
+                raise InputError(f"--{flag} must be one of {', '.join(known)}, got {value!r}")
+        if self.dashboard and self.address:
+            raise InputError("--dashboard applies to the local cluster only; an existing cluster has its own")
+        if self.partition is not None and not self.slurm:
+            raise InputError("--partition applies to --slurm runs only")
+        if not 0 <= self.port <= 65535:
+            raise InputError(f"--port must be in 0..65535, got {self.port}")
+
+
+FORK_OPTIMIZERS = ("largest", "average")  # as runtime/aggregate.OPTIMIZER_POLICIES (tests/unit/test_runconfig.py)
+PAIR_WORKERS = ("lazy", "eager")  # as runtime/run.PAIR_WORKERS
+
+
+@dataclass(frozen=True, slots=True)
 class RunConfig:
-    """One run (or comparison) of ``hadar simulate`` / ``hadar compare``: world, policy, run."""
+    """One run (or comparison) of ``hadar simulate`` / ``compare`` / ``run`` / ``serve``: world, policy, run
+    (``training``: what ``run`` and ``serve`` add; None for a simulation)."""
 
     world: WorldConfig = WorldConfig()
     policy: PolicyConfig = PolicyConfig()
     run: RunSection = RunSection()
+    training: Training | None = None
 
 
 def from_args(args: argparse.Namespace) -> RunConfig:
@@ -170,6 +212,23 @@ def from_args(args: argparse.Namespace) -> RunConfig:
     world = WorldConfig(rate_model=g("rate_model") or "sync", fork_efficiency=g("fork_efficiency"),
                         restart_s=g("restart_s"))
     return RunConfig(world, policy, run)
+
+
+def from_training_args(args: argparse.Namespace) -> RunConfig:
+    """The configuration of parsed ``hadar run`` / ``hadar serve`` arguments (``InputError`` if bad): one
+    policy, the world's fork efficiency, the run section (no trace: the job file is ``training.jobs``) and
+    what training adds."""
+    g = _Getter(args)
+    run = RunSection(cluster=g("cluster"), gpus_per_node=g("gpus_per_node", 1), throughputs=g("throughputs"),
+                     round_s=g("round_s", 10.0), seed=g("seed", 0), tenants=g("tenants"),
+                     min_run_s=g("min_run_s", 0.0), out=g("out"))
+    training = Training(jobs=g("jobs"), address=g("address"), dashboard=g("dashboard"),
+                        checkpoint_dir=g("checkpoint_dir"), dilation=g("dilation"),
+                        fork_optimizer=g("fork_optimizer", "largest"), pair_workers=g("pair_workers", "lazy"),
+                        slurm=bool(g("slurm")), partition=g("partition"), state=g("state"),
+                        host=g("host", "127.0.0.1"), port=g("port", 8470))
+    policy = PolicyConfig(names=(g("policy") or DEFAULT_POLICY,), profiles=g("profiles"))
+    return RunConfig(WorldConfig(fork_efficiency=g("fork_efficiency")), policy, run, training)
 
 
 class _Getter:

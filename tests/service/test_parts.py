@@ -225,6 +225,7 @@ def test_serve_hands_its_fork_efficiency_to_the_forking_planner(tmp_path, monkey
     from types import SimpleNamespace
 
     from hadar.model.fork_efficiency import ForkEfficiency
+    from hadar.runtime import builder
     from hadar.service import scheduler
 
     seen = {}
@@ -233,12 +234,13 @@ def test_serve_hands_its_fork_efficiency_to_the_forking_planner(tmp_path, monkey
         seen.update(kw)
         raise RuntimeError("wired")
 
-    monkeypatch.setattr(scheduler, "wire", wire)
+    monkeypatch.setattr(builder, "wire", wire)  # the one builder of `hadar run` and `hadar serve`
     calibrated = ForkEfficiency.load("calibrated")
     opts = scheduler.ServeOptions(state_dir=tmp_path, cluster=None, address=None, policy="hadare",
                                   fork_efficiency=calibrated)
     service = scheduler.Service(opts, Store(tmp_path))
-    backend = SimpleNamespace(executor=SimpleNamespace(cluster=None), tracker=SimpleNamespace(table=lambda: None))
+    backend = SimpleNamespace(executor=SimpleNamespace(cluster=None, clock=service.clock),
+                              tracker=SimpleNamespace(table=lambda: None))
     with pytest.raises(RuntimeError, match="wired"):
         service._wire(backend)
     assert seen["fork_efficiency"] is calibrated

@@ -34,7 +34,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, fragment: str) -> N
     (["simulate", "--generate", "--jobs-per-hour", "1"], "needs --num-jobs N or --window A B"),
     (["simulate", "--generate", "--jobs-per-hour", "1", "--num-jobs", "0"], "--num-jobs must be positive"),
     (["simulate", "--window", "5", "2"], "needs 0 <= A < B"),
-    (["simulate", "--round-s", "0"], "round length must be positive"),
+    (["simulate", "--round-s", "0"], "--round-s must be a positive number of seconds"),
     (["simulate", "--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bad_input_one_line_exit_2(args, fragment):

@@ -77,3 +77,41 @@ def test_an_address_that_answers_as_something_else_fails_in_one_line_without_ask
     monkeypatch.setenv("RAY_USE_TLS", "1")  # Ray's gRPC speaks TLS first: only the port is checked
     with answering(None) as port:
         assert session._silent(f"127.0.0.1:{port}", timeout_s=0.2) is None
+
+
+def test_the_driver_token_mode_is_set_for_the_join_alone(monkeypatch):
+    """``RAY_AUTH_MODE=token`` while the driver joins (Ray's configuration reloaded with it), then the environment
+    as it was, even when the join fails; a mode the user set is left alone."""
+    import os
+
+    reloads: list[str | None] = []
+    monkeypatch.setattr(session, "_reload_ray_config", lambda: reloads.append(os.environ.get("RAY_AUTH_MODE")))
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    with session.driver_token_mode():
+        assert os.environ["RAY_AUTH_MODE"] == "token"
+    assert "RAY_AUTH_MODE" not in os.environ and reloads == ["token"]
+    with pytest.raises(RuntimeError, match="join failed"), session.driver_token_mode():
+        raise RuntimeError("join failed")
+    assert "RAY_AUTH_MODE" not in os.environ
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    with session.driver_token_mode():
+        assert os.environ["RAY_AUTH_MODE"] == "disabled"
+    assert os.environ["RAY_AUTH_MODE"] == "disabled" and reloads == ["token", "token"]
+
+
+@pytest.mark.runtime
+def test_rays_configuration_keeps_the_token_mode_after_the_join_scope(monkeypatch):
+    """The driver's Ray keeps the mode it joined with (its configuration, read inside the scope), while the
+    process's environment is back to what it was."""
+    import os
+
+    from ray._raylet import AuthenticationMode, get_authentication_mode
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    try:
+        with session.driver_token_mode():
+            pass
+        assert "RAY_AUTH_MODE" not in os.environ
+        assert get_authentication_mode() == AuthenticationMode.TOKEN and session.auth_in_force() == "token"
+    finally:
+        session._reload_ray_config()  # Ray's configuration as this process's environment says again

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,7 +141,7 @@ def test_the_example_file_is_a_valid_configuration() -> None:
 
 
 @pytest.mark.parametrize(("command", "text", "fragment"), [
-    ("run", "run: {round_s: 0}\n", "--round-s must be a positive number of seconds, got 0.0"),
+    ("run", "run: {round_s: 0}\n", "--round-s must be a positive number of seconds (the round length), got 0.0"),
     ("run", "world: {rate_model: sync}\n", "unknown key world.rate_model for `hadar run` (known: fork_efficiency)"),
     ("serve", "run: {state: STATE, port: 70000}\n", "--port must be in 0..65535, got 70000"),  # state from the file
 ])
@@ -158,3 +159,72 @@ def test_the_defaults_are_the_flags_defaults() -> None:
     assert (runconfig.DEFAULT_POLICY, runconfig.DEFAULT_CLUSTER) == (cli_simulate.DEFAULT_POLICY,
                                                                      cli_simulate.DEFAULT_CLUSTER)
     assert RunSection().round_s == build_parser().parse_args(["simulate"]).round_s
+
+
+# ---- hadar run and hadar serve: the same RunConfig, parsed only (no Ray) --------------------------------------
+def test_run_and_serve_flags_make_one_run_configuration(tmp_path: Path) -> None:
+    from hadar.runconfig import Training, from_training_args
+
+    run = from_training_args(parsed("run"))
+    assert run == RunConfig(run=RunSection(cluster=None, round_s=10.0), training=Training())
+    given = from_training_args(parsed("run", "--cluster", "v100=2", "--round-s", "4", "--seed", "3", "--policy",
+                                      "hadare", "--fork-efficiency", "calibrated", "--dilation", "2",
+                                      "--pair-workers", "eager", "--jobs", "jobs.yaml", "--out", "o"))
+    assert (given.run.cluster, given.run.round_s, given.run.seed, given.run.out) == ("v100=2", 4.0, 3, Path("o"))
+    assert (given.policy.name, given.world.fork_efficiency) == ("hadare", "calibrated")
+    assert given.training == Training(jobs="jobs.yaml", dilation=2.0, pair_workers="eager")
+    serve = from_training_args(parsed("serve", "--state", "s", "--port", "0", "--min-run-s", "5"))
+    assert serve.training == Training(state=Path("s"), port=0) and serve.run.min_run_s == 5.0
+    assert serve.run.round_s == 10.0 and serve.policy.name == "max_min_fairness_perf"
+
+
+def test_run_and_serve_read_the_file_into_the_configuration_and_flags_win(tmp_path: Path) -> None:
+    from hadar.runconfig import from_training_args
+
+    path = write(tmp_path, "world: {fork_efficiency: calibrated}\npolicy: {name: hadare}\n"
+                 "run: {round_s: 4, dilation: 3, port: 9000, state: st}\n")
+    serve = from_training_args(parsed("serve", "--config", path, "--round-s", "6"))
+    assert (serve.run.round_s, serve.policy.name, serve.world.fork_efficiency) == (6.0, "hadare", "calibrated")
+    assert serve.training is not None and (serve.training.port, serve.training.state) == (9000, Path("st"))
+    with pytest.raises(InputError, match=re.escape("unknown key run.port for `hadar run`")):
+        parsed("run", "--config", path)
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (("run", "--dilation", "0.5"), "--dilation must be a number >= 1, got 0.5"),
+    (("run", "--round-s", "-2"), "--round-s must be a positive number of seconds"),
+    (("run", "--seed", "-1"), "--seed must be >= 0"),
+    (("run", "--gpus-per-node", "0"), "--gpus-per-node must be positive"),
+    (("run", "--address", "h:1", "--dashboard"), "--dashboard applies to the local cluster only"),
+    (("run", "--partition", "gpu"), "--partition applies to --slurm runs only"),
+    (("serve", "--state", "s", "--port", "-1"), "--port must be in 0..65535, got -1"),
+    (("serve", "--state", "s", "--min-run-s", "-1"), "--min-run-s must be a number of seconds >= 0"),
+    (("serve", "--state", "s", "--dilation", "nan"), "--dilation must be a number >= 1"),
+])
+def test_bad_run_and_serve_values_are_refused_by_the_configuration(argv: tuple[str, ...], fragment: str) -> None:
+    from hadar.runconfig import from_training_args
+
+    with pytest.raises(InputError) as e:
+        from_training_args(parsed(*argv))
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_bad_choice_in_the_file_is_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "run: {pair_workers: sometimes}\n")
+    with pytest.raises(InputError, match=re.escape("run.pair_workers must be one of lazy, eager, got 'sometimes'")):
+        parsed("run", "--config", path)
+
+
+def test_serve_refuses_ray_settings_with_slurm() -> None:
+    from hadar.service.cli import serve_config
+
+    with pytest.raises(InputError, match="do not apply to --slurm"):
+        serve_config(parsed("serve", "--state", "s", "--slurm", "--cluster", "v100=1"))
+    assert serve_config(parsed("serve", "--state", "s", "--slurm")).training.slurm
+
+
+def test_the_training_choices_are_the_runtimes() -> None:
+    from hadar import runconfig
+    from hadar.runtime import aggregate, run
+
+    assert runconfig.FORK_OPTIMIZERS == aggregate.OPTIMIZER_POLICIES and runconfig.PAIR_WORKERS == run.PAIR_WORKERS

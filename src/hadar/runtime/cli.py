@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hadar.errors import InputError
+
+if TYPE_CHECKING:
+    from hadar.runconfig import RunConfig, Training
 
 DEFAULT_POLICY = "max_min_fairness_perf"
 MAX_EMULATED_GPUS = 16  # one torch process per GPU on this machine
@@ -78,32 +80,33 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=main)
 
 
-def _inputs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+def _inputs(config: RunConfig) -> tuple[Any, Any, Any]:
+    """(cluster, jobs, known throughputs) of ``hadar run``'s configuration: the files read and checked."""
     from hadar.config import parse_cluster
     from hadar.model.throughput import ThroughputTable
     from hadar.runtime.demo import demo_cluster, demo_jobs
     from hadar.runtime.run import check_writable, prepare_jobs
     from hadar.sim.trace import read_jobs
 
-    if not (math.isfinite(args.round_s) and args.round_s > 0):
-        raise InputError(f"--round-s must be a positive number of seconds, got {args.round_s}")
-    if args.dilation is not None and not (math.isfinite(args.dilation) and args.dilation >= 1):
-        raise InputError(f"--dilation must be a number >= 1, got {args.dilation}")
-    if args.dashboard and args.address:
-        raise InputError("--dashboard applies to the local cluster only; an existing cluster has its own")
-    cluster = parse_cluster(args.cluster, args.gpus_per_node) if args.cluster else (
-        None if args.address else demo_cluster())
-    if cluster is not None and args.address is None and cluster.num_gpus > MAX_EMULATED_GPUS:
+    run, train = config.run, _training(config)
+    cluster = parse_cluster(run.cluster, run.gpus_per_node) if run.cluster else (
+        None if train.address else demo_cluster())
+    if cluster is not None and train.address is None and cluster.num_gpus > MAX_EMULATED_GPUS:
         raise InputError(f"an emulated cluster runs one training process per GPU on this machine; "
                          f"{cluster.num_gpus} GPUs is more than {MAX_EMULATED_GPUS}")
-    jobs = prepare_jobs(read_jobs(args.jobs) if args.jobs else demo_jobs())
-    table = ThroughputTable.load(args.throughputs) if args.throughputs else None
-    if args.out is not None:  # last: nothing is created for input that is wrong anyway
-        check_writable(args.out, "--out")
-        check_writable(args.out / "logs", "--out")
-    if args.checkpoint_dir is not None:
-        check_writable(args.checkpoint_dir, "--checkpoint-dir")
+    jobs = prepare_jobs(read_jobs(train.jobs) if train.jobs else demo_jobs())
+    table = ThroughputTable.load(run.throughputs) if run.throughputs else None
+    if run.out is not None:  # last: nothing is created for input that is wrong anyway
+        check_writable(run.out, "--out")
+        check_writable(run.out / "logs", "--out")
+    if train.checkpoint_dir is not None:
+        check_writable(train.checkpoint_dir, "--checkpoint-dir")
     return cluster, jobs, table
+
+
+def _training(config: RunConfig) -> Training:
+    assert config.training is not None  # from_training_args made it
+    return config.training
 
 
 class _Progress:
@@ -136,19 +139,19 @@ class _Progress:
 
 
 def main(args: argparse.Namespace) -> int:
-    from hadar.cli import emit_json, show_progress
-    from hadar.cli_simulate import format_summary, load_fork_efficiency, load_profiles
-    from hadar.runtime.run import quality_rows, run, write_outputs
+    from hadar.cli import show_progress
+    from hadar.cli_simulate import load_fork_efficiency, load_profiles
+    from hadar.runconfig import from_training_args
+    from hadar.runtime.run import run
 
     if args.slurm:
         from hadar.slurm.cli import main as slurm_main
 
         return slurm_main(args)
-    if args.partition is not None:
-        raise InputError("--partition applies to --slurm runs only")
+    config = from_training_args(args)  # flags and --config, checked: bad values are one line, exit 2
     require_runtime_extra("run")
     profiles = load_profiles(args)
-    cluster, jobs, table = _inputs(args)
+    cluster, jobs, table = _inputs(config)
     efficiency = load_fork_efficiency(args)  # a bad file: one line, exit 2, before Ray starts
     progress = _Progress(len(jobs), show_progress(args))
     rounds = [0]
@@ -159,25 +162,36 @@ def main(args: argparse.Namespace) -> int:
             e = {**e, "round": rounds[0]}
         progress(e)
 
-    ckpt = args.checkpoint_dir or (args.out / "checkpoints" if args.out else None)
-    logs = args.out / "logs" if args.out else None
+    run_, train = config.run, _training(config)
+    ckpt = train.checkpoint_dir or (run_.out / "checkpoints" if run_.out else None)
     try:
-        result = run(jobs, cluster, args.policy, round_s=args.round_s, address=args.address, seed=args.seed,
-                     checkpoint_dir=ckpt, log_dir=logs, throughputs=table, dashboard_host=args.dashboard,
-                     on_event=on_event, dilation=args.dilation, fork_optimizer=args.fork_optimizer, profiles=profiles,
-                     pair_workers=args.pair_workers, fork_efficiency=efficiency)
+        result = run(jobs, cluster, config.policy.name, round_s=run_.round_s, address=train.address,
+                     seed=run_.seed, checkpoint_dir=ckpt, log_dir=run_.out / "logs" if run_.out else None,
+                     throughputs=table, dashboard_host=train.dashboard, on_event=on_event, dilation=train.dilation,
+                     fork_optimizer=train.fork_optimizer, profiles=profiles, pair_workers=train.pair_workers,
+                     fork_efficiency=efficiency)
     finally:
         progress.close()
-    if args.out is not None:
-        write_outputs(result, args.out)
+    return _report(args, config, result, ckpt)
+
+
+def _report(args: argparse.Namespace, config: RunConfig, result: Any, ckpt: Path | None) -> int:
+    """The files (``--out``), and the summary on stdout: one JSON object (``--json``) or a table."""
+    from hadar.cli import emit_json
+    from hadar.cli_simulate import format_summary
+    from hadar.runtime.run import quality_rows, write_outputs
+
+    out, train = config.run.out, _training(config)
+    if out is not None:
+        write_outputs(result, out)
     quality = quality_rows(result)
     failed = 1 if result.summary.get("jobs_failed") else 0  # the run ended, but a job failed: exit code 1
     if args.json:
         emit_json({**result.summary, "quality": quality})
         return failed
-    where = args.address or "local Ray, emulated GPUs"
-    print(format_summary(result.summary, cluster=args.cluster or ("detected" if args.address else "demo"),
-                         workload=args.jobs or "demo", ray=where))
+    where = train.address or "local Ray, emulated GPUs"
+    print(format_summary(result.summary, cluster=config.run.cluster or ("detected" if train.address else "demo"),
+                         workload=train.jobs or "demo", ray=where))
     print()
     print(f"{'job':>4}  {'name':<16} {'status':<8} {'metric':<11} {'first':>10} {'final':>10}  reported")
     for q in quality:
@@ -187,8 +201,8 @@ def main(args: argparse.Namespace) -> int:
     for q in quality:
         if q["error"]:
             print(f"job {q['job_id']} ({q['name']}) failed: {q['error']}")
-    if args.out is not None:
-        print(f"wrote {args.out}/summary.json, jobs.csv, events.jsonl, throughputs.json, logs/; checkpoints in {ckpt}")
+    if out is not None:
+        print(f"wrote {out}/summary.json, jobs.csv, events.jsonl, throughputs.json, logs/; checkpoints in {ckpt}")
     return failed
 
 

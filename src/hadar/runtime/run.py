@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hadar.build import policy_for_run, wire
+from hadar.build import policy_for_run
 from hadar.clock import WallClock
 from hadar.engine import Hooks, RunStats
 from hadar.errors import InputError
@@ -32,7 +32,7 @@ from hadar.model.plan import RoundPlan
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy
 from hadar.policies.profiles import PolicySpec
-from hadar.runtime import aggregate, backend, emulation, outputs, session, workloads
+from hadar.runtime import aggregate, backend, builder, emulation, outputs, session, workloads
 from hadar.runtime.pool import WorkerPool
 from hadar.runtime.progress import JobProgress
 from hadar.runtime.records import RoundStats
@@ -167,20 +167,19 @@ def run_with(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, o: 
     if cluster is not None:  # reject impossible jobs before starting anything
         validate_jobs(jobs, cluster, shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
     sess = backend.start_session(cluster, o.address, o.dashboard_host)
-    events: list[dict[str, Any]] = []
-    emit = _tee(events, o.on_event)
+    recorder = builder.MemoryRecorder(o.on_event)  # the run's events, rounds and changes; its files come from it
     be: backend.Backend | None = None
     try:
         validate_jobs(jobs, sess.cluster, shape_table(jobs, sess.cluster), spans_types=pol.traits.spans_types)
         be = backend.start_backend(sess, WallClock, backend.BackendOptions(  # t = 0 once every worker is up
             checkpoint_dir=ckpt, log_dir=o.log_dir, seed=o.seed, dilation=o.dilation, grace_s=o.grace_s,
             given=o.throughputs, fork_optimizer=o.fork_optimizer, eager_partners=o.pair_workers == "eager",
-            on_event=emit, on_dispatch=o.on_dispatch, on_pool=o.on_pool))
+            on_event=recorder, on_dispatch=o.on_dispatch, on_pool=o.on_pool))
         executor = be.executor
-        prior = executor.admit(list(jobs))
-        engine, ledger = wire(pol, sess.cluster, prior, executor, executor.clock, round_s=o.round_s, seed=o.seed,
-                              hooks=Hooks(on_event=emit, on_progress=o.on_progress),
-                              fork_efficiency=o.fork_efficiency or IDEAL)
+        prior = executor.admit(list(jobs))  # every job registered from the start: the table the run starts from
+        engine, ledger = builder.build_engine(  # the service's builder: the file's jobs as the source, in memory
+            pol, be, builder.EngineOptions(round_s=o.round_s, seed=o.seed, fork_efficiency=o.fork_efficiency or IDEAL),
+            Hooks(on_event=recorder, on_progress=o.on_progress, recorder=recorder))
         stats = engine.run(Workload(jobs))
     finally:
         if be is not None:
@@ -193,7 +192,7 @@ def run_with(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, o: 
     summary.update(outputs.runtime_summary(stats, executor, ledger, be.pool.replaced, o.round_s))
     summary.update(emulated=sess.emulated, ray_auth=sess.auth, emulation_dilation=be.dilation or 1.0)
     return RuntimeResult(summary, rows, executor.jobs, executor.tracker.table(), executor.tracker.mean_table(), prior,
-                         executor.rounds, stats, events, executor.tracker.entries())
+                         executor.rounds, stats, recorder.events, executor.tracker.entries())
 
 
 def _check_options(round_s: float, fork_optimizer: str, dilation: float | None, pair_workers: str = "lazy") -> None:
@@ -206,18 +205,6 @@ def _check_options(round_s: float, fork_optimizer: str, dilation: float | None, 
                          f"got {fork_optimizer!r}")
     if dilation is not None and not (math.isfinite(dilation) and dilation >= 1):
         raise InputError(f"dilation must be a number >= 1, got {dilation}")
-
-
-Emit = Callable[[dict[str, Any]], None]
-
-
-def _tee(events: list[dict[str, Any]], extra: Emit | None) -> Emit:
-    def emit(e: dict[str, Any]) -> None:
-        events.append(e)
-        if extra is not None:
-            extra(e)
-
-    return emit
 
 
 quality_rows = outputs.quality_rows

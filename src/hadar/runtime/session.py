@@ -16,18 +16,19 @@ Security defaults: a Ray cluster runs whatever code reaches it, so
 * ``--address`` joins an existing cluster, which must have been started
   with the same token (``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` or
   ``~/.ray/auth_token`` on every machine and on the driver); the driver
-  joins in token mode (``RAY_AUTH_MODE=token`` unless the environment says
-  otherwise).
+  joins in token mode (``RAY_AUTH_MODE=token`` for the join alone, unless the
+  environment says otherwise: ``driver_token_mode``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import socket
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,14 +159,14 @@ def join(address: str) -> str:
     ``RAY_AUTH_MODE=disabled`` accepts the risk; returns the mode in force. ``connect`` and ``hadar compare
     --address`` (``hadar.sweep``) both join through here."""
     check_auth_env()
-    _driver_token_mode()
     silent = _silent(address)
     if silent:
         raise RuntimeFailure(f"could not connect to the Ray cluster at {address}: {silent}")
     import ray
 
     try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
+        with driver_token_mode():
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, namespace="hadar")
     except (RuntimeError, ConnectionError, ValueError, ray.exceptions.RayError) as e:
         raise RuntimeFailure(f"could not connect to the Ray cluster at {address}: {type(e).__name__}: "
                              f"{str(e).splitlines()[0] if str(e) else ''} (with token authentication, the driver "
@@ -195,13 +196,27 @@ def connect(address: str, cluster: Cluster | None = None) -> RaySession:
     return RaySession(found, pins, emulated=not _has_gpus(nodes), address=address, auth=mode)
 
 
-def _driver_token_mode() -> None:
-    """A driver joining a cluster authenticates with the token unless RAY_AUTH_MODE says otherwise (Ray's
-    driver does not by default: it joins unauthenticated and the error then blames a missing token). Ray
-    reads the mode into its config when it is imported, so the config is reloaded after the change."""
+@contextlib.contextmanager
+def driver_token_mode() -> Iterator[None]:
+    """While a driver joins a cluster: token authentication, unless ``RAY_AUTH_MODE`` says otherwise (Ray's
+    driver does not authenticate by default when given an address: it joins unauthenticated and the error then
+    blames a missing token). Ray takes the mode from that environment variable only (``ray.init`` has no
+    parameter for it and refuses it in ``_system_config``) and reads it into its configuration, so the variable
+    is set for the join alone and the configuration reloaded; afterwards the variable is as it was (unset) and
+    the driver's connection keeps the mode it was made with. Nothing else of the process's environment changes;
+    the variable a user set is never touched."""
     if "RAY_AUTH_MODE" in os.environ:
+        yield
         return
     os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        _reload_ray_config()
+        yield
+    finally:
+        os.environ.pop("RAY_AUTH_MODE", None)
+
+
+def _reload_ray_config() -> None:
     try:
         from ray._raylet import Config
     except ImportError:  # a Ray without token authentication

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hadar.errors import InputError
+
+if TYPE_CHECKING:
+    from hadar.runconfig import RunConfig
 
 DEFAULT_PORT = 8470
 
@@ -229,16 +232,14 @@ def usage_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_serve_args(args: argparse.Namespace) -> None:
-    if not 0 < args.round_s < float("inf"):
-        raise InputError(f"--round-s must be a positive number, got {args.round_s}")
-    if not 0 <= args.port <= 65535:
-        raise InputError(f"--port must be in 0..65535, got {args.port}")
-    if not 0 <= args.min_run_s < float("inf"):
-        raise InputError(f"--min-run-s must be a number of seconds >= 0, got {args.min_run_s}")
-    if args.slurm and (args.cluster or args.address or args.dilation):
+def serve_config(args: argparse.Namespace) -> RunConfig:
+    """``hadar serve``'s flags and ``--config`` file as the one ``RunConfig`` (``runconfig.from_training_args``:
+    round length, port, dilation, ... checked there), plus what only the service refuses; ``InputError``."""
+    from hadar.runconfig import from_training_args
+
+    config = from_training_args(args)
+    train = config.training
+    assert train is not None  # from_training_args makes it
+    if train.slurm and (config.run.cluster or train.address or train.dilation):
         raise InputError("--cluster, --address and --dilation do not apply to --slurm (sinfo says what the cluster is)")
-    if args.partition is not None and not args.slurm:
-        raise InputError("--partition needs --slurm")
-    if args.dilation is not None and not 1 <= args.dilation < float("inf"):
-        raise InputError(f"--dilation must be at least 1, got {args.dilation}")
+    return config

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hadar.build import policy_for_run, team_params, wire
+from hadar.build import policy_for_run, team_params
 from hadar.engine import Engine, Hooks
 from hadar.errors import HadarError, InputError
 from hadar.mechanism.admission import validate_job
@@ -37,6 +37,7 @@ from hadar.model.job import Job
 from hadar.policies.profiles import PolicySpec
 from hadar.runtime import checkpoint
 from hadar.runtime.backend import BackendOptions
+from hadar.runtime.builder import EngineOptions, build_engine
 from hadar.runtime.run import check_writable
 from hadar.runtime.tracker import shape_table
 from hadar.service import runtime
@@ -194,11 +195,11 @@ class Service:
     def _wire(self, backend: runtime.Backend) -> tuple[Engine, JobLedger, StoreRecorder]:
         recorder = StoreRecorder(self.store, self.events, throughput_rows=lambda: runtime.tracker_rows(backend.tracker),
                                  on_commit=self._refresh)
-        engine, ledger = wire(self.run_policy.policy, backend.executor.cluster, backend.tracker.table(),
-                              backend.executor, self.clock, round_s=self.opts.round_s, seed=self.opts.seed,
-                              hooks=Hooks(on_event=self.events, recorder=recorder),
-                              fork_efficiency=self.opts.fork_efficiency, tenants=self._checked_tenants(backend),
-                              min_run_s=self.opts.min_run_s)
+        options = EngineOptions(round_s=self.opts.round_s, seed=self.opts.seed,
+                                fork_efficiency=self.opts.fork_efficiency, tenants=self._checked_tenants(backend),
+                                min_run_s=self.opts.min_run_s)
+        engine, ledger = build_engine(self.run_policy.policy, backend, options,  # as `hadar run`'s
+                                      Hooks(on_event=self.events, recorder=recorder))
         self.quotas = engine.planner if isinstance(engine.planner, QuotaPlanner) else None
         # the round's arrivals committed (and in the jobs' logs) before its leases print anything
         backend.executor.on_dispatch = lambda round_no, plan: self.events.flush()

@@ -36,19 +36,22 @@ def require_service_extra() -> None:
                                 "'.[runtime,service]')")
 
 
-def _cluster(args: argparse.Namespace) -> Cluster | None:
+def _cluster(config: Any) -> Cluster | None:
+    """The cluster ``hadar serve`` runs on: the file or shorthand given, the demo one on a local Ray, or None
+    (what the Ray nodes or sinfo say, once the engine starts)."""
     from hadar.config import parse_cluster
     from hadar.runtime.cli import MAX_EMULATED_GPUS
     from hadar.runtime.demo import demo_cluster
 
+    run, train = config.run, config.training
     cluster: Cluster | None
-    if getattr(args, "slurm", False):
+    if train.slurm:
         return None  # what sinfo says, once the engine starts
-    if args.cluster:
-        cluster = parse_cluster(args.cluster, args.gpus_per_node)
+    if run.cluster:
+        cluster = parse_cluster(run.cluster, run.gpus_per_node)
     else:
-        cluster = None if args.address else demo_cluster()
-    if cluster is not None and args.address is None and cluster.num_gpus > MAX_EMULATED_GPUS:
+        cluster = None if train.address else demo_cluster()
+    if cluster is not None and train.address is None and cluster.num_gpus > MAX_EMULATED_GPUS:
         raise InputError(f"an emulated cluster runs one training process per GPU on this machine; "
                          f"{cluster.num_gpus} GPUs is more than {MAX_EMULATED_GPUS}")
     return cluster
@@ -89,39 +92,41 @@ def serve(args: argparse.Namespace) -> int:
     from hadar.cli_simulate import load_fork_efficiency, load_profiles
     from hadar.model.fork_efficiency import IDEAL
     from hadar.service.auth import ensure_token, lock_state_dir, prepare_state_dir, write_server_file
-    from hadar.service.cli import check_serve_args
+    from hadar.service.cli import serve_config
     from hadar.service.scheduler import ServeOptions, Service
     from hadar.service.store import Store
 
-    check_serve_args(args)
+    config = serve_config(args)  # flags and --config as the one RunConfig, checked
+    run, train = config.run, config.training
+    assert train is not None and train.state is not None  # serve_config made it; --state is required
     profiles = load_profiles(args)
     efficiency = load_fork_efficiency(args)  # a bad file: one line, exit 2, before Ray starts
-    cluster = _cluster(args)
-    policy_for_run(args.policy, seed=args.seed, profiles=profiles)  # an unknown policy fails here, not later
-    if args.tenants is not None:  # a bad tenants file: one line, exit 2, nothing made
+    cluster = _cluster(config)
+    policy_for_run(config.policy.name, seed=run.seed, profiles=profiles)  # an unknown policy fails here, not later
+    if run.tenants is not None:  # a bad tenants file: one line, exit 2, nothing made
         from hadar.service.tenants import load_tenants
 
-        load_tenants(args.tenants, None if cluster is None else set(cluster.listed_types))
-    state_dir = prepare_state_dir(args.state)
+        load_tenants(run.tenants, None if cluster is None else set(cluster.listed_types))
+    state_dir = prepare_state_dir(train.state)
     lock = lock_state_dir(state_dir)
     try:
         token = ensure_token(state_dir)
         store = Store(state_dir)
-        slurm = _slurm(args, state_dir, store.run_id)
-        opts = ServeOptions(state_dir=state_dir.resolve(), cluster=cluster, address=args.address, policy=args.policy,
-                            profiles=profiles, round_s=args.round_s, seed=args.seed, dilation=args.dilation,
-                            fork_efficiency=efficiency or IDEAL,
-                            tenants_path=None if args.tenants is None else args.tenants.resolve(),
-                            min_run_s=args.min_run_s, slurm=slurm)
+        slurm = _slurm(config, state_dir, store.run_id)
+        opts = ServeOptions(state_dir=state_dir.resolve(), cluster=cluster, address=train.address,
+                            policy=config.policy.name, profiles=profiles, round_s=run.round_s, seed=run.seed,
+                            dilation=train.dilation, fork_efficiency=efficiency or IDEAL,
+                            tenants_path=None if run.tenants is None else run.tenants.resolve(),
+                            min_run_s=run.min_run_s, slurm=slurm)
         service = Service(opts, store)
-        sock = bind(args.host, args.port)
+        sock = bind(train.host, train.port)
         server = http_server(service, token)
         service.start(on_exit=lambda: setattr(server, "should_exit", True))
-        url = _url(args.host, sock.getsockname()[1])
+        url = _url(train.host, sock.getsockname()[1])
         write_server_file(state_dir, url, os.getpid())
         print(f"hadar serve: {url}/ (state {state_dir}; token in {Path(state_dir) / 'token'})", file=sys.stderr,
               flush=True)
-        if args.tenants is not None:
+        if run.tenants is not None:
             on_sighup(service)
         run_http(server, sock, service.ray_started)
         service.stop()
@@ -133,13 +138,13 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _slurm(args: argparse.Namespace, state_dir: Path, run_id: str) -> Any:
+def _slurm(config: Any, state_dir: Path, run_id: str) -> Any:
     """With ``--slurm``: its options, once what a killed server of this state left on Slurm is adopted."""
-    if not getattr(args, "slurm", False):
+    if not config.training.slurm:
         return None
     from hadar.slurm.serve import SlurmServe, adopt
 
-    opts = SlurmServe(partition=args.partition)
+    opts = SlurmServe(partition=config.training.partition)
     adopt(opts, state_dir.resolve(), run_id)
     return opts
 
