@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,6 @@ from hadar.errors import InputError
 COMMANDS = ("sbatch", "scontrol", "scancel", "squeue", "sinfo")
 log = logging.getLogger(__name__)
 TIMEOUT_S = 30.0
-SUBMITTERS = 8  # sbatch processes run at once by ``submit_all`` (each mostly waits on munge and the controller)
 #: Job states after which a job runs no more (squeue's ``job_state``).
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
                    "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED"})
@@ -153,22 +151,6 @@ class Slurm:
             return int(out.split(";")[0])
         except ValueError:
             raise SlurmError(f"sbatch: unexpected answer {out!r}") from None
-
-    def submit_all(self, requests: Sequence[tuple[Path, Sequence[str]]],
-                   workers: int = SUBMITTERS) -> list[int | SlurmError]:
-        """``submit`` for each (script, options), up to ``workers`` at once: each one's job id or its error, in
-        the order of ``requests`` (Slurm numbers the jobs in the order they reach it)."""
-
-        def one(req: tuple[Path, Sequence[str]]) -> int | SlurmError:
-            try:
-                return self.submit(*req)
-            except SlurmError as e:
-                return e
-
-        if len(requests) <= 1 or workers <= 1:
-            return [one(r) for r in requests]
-        with ThreadPoolExecutor(max_workers=min(workers, len(requests)), thread_name_prefix="sbatch") as pool:
-            return list(pool.map(one, requests))
 
     def update(self, job_id: int, fields: Mapping[str, str]) -> None:
         self.run("scontrol", "update", f"jobid={job_id}", *(f"{k}={v}" for k, v in fields.items()))

@@ -142,9 +142,7 @@ class SlurmExecutor(RayExecutor):
         budget = max(0.5, plan.start_s + plan.duration_s - self.clock.now())
         t0 = elapsed_s()
         split = forks.split(plan, self._expected_rate)
-        batch = [self._prepare(lease, budget, stats.round, fork=split.get(i)) for i, lease in enumerate(plan.leases)]
-        self._submit(batch)
-        pending = [p for p, _ in batch]
+        pending = [self._dispatch(lease, budget, stats.round, fork=split.get(i)) for i, lease in enumerate(plan.leases)]
         self._release(pending, stats.round)
         stats.dispatch_s = elapsed_s(t0)
         if self.on_dispatch is not None:
@@ -186,7 +184,7 @@ class SlurmExecutor(RayExecutor):
     def _dispatch(self, lease: Lease, budget: float, round_no: int, *, fork: forks.Fork | None = None,
                   mode: Mode = "train", slot: int = 0) -> Pending:
         p, request = self._prepare(lease, budget, round_no, fork=fork, mode=mode)
-        self._submit([(p, request)])
+        self._submit(p, request)
         return p
 
     def _prepare(self, lease: Lease, budget: float, round_no: int, *, fork: forks.Fork | None = None,
@@ -217,16 +215,17 @@ class SlurmExecutor(RayExecutor):
             options.append(f"--partition={partition}")
         return p, Request(path, options, folder, deadline - budget)
 
-    def _submit(self, batch: list[tuple[Pending, Request | None]]) -> None:
-        """sbatch every request of ``batch`` (several at once); each Pending gets its Slurm job or its error."""
-        todo = [(p, r) for p, r in batch if r is not None]
-        answers = self.slurm.submit_all([(r.script, r.options) for _, r in todo])
-        for (p, r), job_id in zip(todo, answers, strict=True):
-            if isinstance(job_id, SlurmError):
-                p.error = f"sbatch failed: {job_id}"
-                continue
-            p.refs = [job_id]
-            self._jobs[id(p)] = Submitted(job_id, r.folder, r.submitted, gang=len(p.lease.gpus) > 1)
+    def _submit(self, p: Pending, request: Request | None) -> None:
+        """sbatch the request (none: the lease cannot run): ``p`` gets its Slurm job, or its error."""
+        if request is None:
+            return
+        try:
+            job_id = self.slurm.submit(request.script, request.options)
+        except SlurmError as e:
+            p.error = f"sbatch failed: {e}"
+            return
+        p.refs = [job_id]
+        self._jobs[id(p)] = Submitted(job_id, request.folder, request.submitted, gang=len(p.lease.gpus) > 1)
 
     def _release(self, pending: list[Pending], round_no: int | None = None) -> None:
         """Release the submitted, held jobs of ``pending`` at once (``on_submitted`` first, for a round)."""
