@@ -2,7 +2,8 @@
 
 Each round, every lease of the plan becomes one Slurm batch job (``hadar.slurm.script``), submitted
 held (``sbatch --hold``) and pinned to its node (``--nodelist``, ``--gres=gpu:W``: Slurm picks which of
-the node's GPUs, hadar picks the node and so the GPU type); once the whole round is submitted, every
+the node's GPUs, hadar picks the node and so the GPU type; a gang's nodes and tasks: ``hadar.slurm.gang``,
+its ranks started by ``srun``: ``hadar.slurm.lease``); once the whole round is submitted, every
 job is released at once (``scontrol release``). The lease runs the job's ``train(ctx)`` until the round's
 end (a wall-clock deadline in its spec) and saves its checkpoint; one that is still running at the
 deadline is told to stop (``scancel --signal=USR1 --batch``: it saves and exits), and one still there
@@ -14,8 +15,8 @@ FAILED, CANCELLED, NODE_FAIL, TIMEOUT, ... or that wrote no result is a failed l
 from its last committed checkpoint). ``cluster_view`` reads ``sinfo --json``: a node DOWN or DRAIN, or
 back up, is a node change. The bookkeeping of progress, checkpoints, measured rates, failures and
 HadarE's copies is the Ray executor's (this class runs its rounds through the same steps); only the
-dispatch, the wait and the answers differ. Ray is never imported. Not supported (yet): gangs across
-nodes and space sharing (a lease with a partner fails with a reason).
+dispatch, the wait and the answers differ. Ray is never imported. Not supported (yet): space sharing
+(a lease with a partner fails with a reason) and a gang whose nodes hold different GPU counts.
 """
 
 from __future__ import annotations
