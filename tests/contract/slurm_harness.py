@@ -32,7 +32,7 @@ SPEC = TrainSpec(entrypoint=f"{JOB_FILE}:train", name=JOB_TYPE, args_json=json.d
 
 PARTITION = "contract"
 WARM_UP_S = {1: 6.0, 2: 16.0}  # a gang spends seconds importing torch.distributed before its first step
-GRACE_S = 20.0
+GRACE_S = 40.0  # a gang's ranks each import torch (srun starts one process per GPU): 25 s at load 30 on 2 cores
 ROUND_S = 24.0  # a gang's lease spends up to ~8 s starting (torch.distributed) on 2 busy cores
 
 

@@ -1,15 +1,16 @@
-"""hadar.slurm without a Slurm: reading sinfo's and squeue's JSON, the lease files, and no Ray imported."""
+"""hadar.slurm without a Slurm: reading sinfo's and squeue's JSON, the lease files, gangs' layouts, no Ray imported."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
 from hadar.job.lease import LeaseOutcome, LeaseSpec
-from hadar.slurm import script
-from hadar.slurm.cluster import gpus_of, read_nodes, to_cluster
+from hadar.slurm import gang, lease, script
+from hadar.slurm.cluster import SlurmNode, gpus_of, read_nodes, to_cluster
 from hadar.slurm.commands import SlurmError, parse_job
 
 
@@ -64,13 +65,52 @@ def test_lease_files_round_trip(tmp_path) -> None:
                      checkpoint=str(tmp_path / "c.pt"), search_path=("/a", "/b"), rendezvous=("127.0.0.1", 5))
     path = script.write_lease(tmp_path / "l", spec, 123.5, "cpu", python="/usr/bin/python3", path=("/src", "/a"))
     text = path.read_text()
-    assert "exec /usr/bin/python3 -m hadar.slurm.lease" in text and "PYTHONPATH=/src:/a$" in text
+    # a gang: srun starts its tasks, with the rendezvous from Slurm's environment
+    assert "exec srun --kill-on-bad-exit=1 " in text and " /usr/bin/python3 -m hadar.slurm.lease " in text
+    assert 'scontrol show hostnames "$SLURM_JOB_NODELIST"' in text
+    assert "MASTER_PORT=$((20000 + SLURM_JOB_ID % 12000))" in text
+    assert "PYTHONPATH=/src:/a$" in text
+    one = script.write_lease(tmp_path / "one", replace(spec, world=1), 1.0, "cpu", python="/usr/bin/python3")
+    assert "exec /usr/bin/python3 -m hadar.slurm.lease" in one.read_text() and "srun" not in one.read_text()
     got, deadline, device = script.read_lease(tmp_path / "l" / script.SPEC)
     assert (got, deadline, device) == (spec, 123.5, "cpu")
     assert script.read_result(tmp_path / "l") is None
     script.write_result(tmp_path / "l", LeaseOutcome(ok=True, iterations=4, train_s=1.5), 10.0, 12.0)
     out, start, end = script.read_result(tmp_path / "l")
     assert (out.ok, out.iterations, out.train_s, start, end) == (True, 4, 1.5, 10.0, 12.0)
+    # another node's ranks answer in their own file: the lease fails with their error if they failed
+    script.write_result(tmp_path / "l", LeaseOutcome(ok=True, iterations=4), 10.0, 12.0, rank=2)
+    assert script.read_result(tmp_path / "l")[0].ok
+    script.write_result(tmp_path / "l", LeaseOutcome(error="rank 2 broke"), 10.0, 12.0, rank=2)
+    out, _, _ = script.read_result(tmp_path / "l")
+    assert (out.ok, out.error, out.iterations) == (False, "rank 2 broke", 4)
+    script.write_lease(tmp_path / "l", spec, 123.5, "cpu")  # a new lease in the folder: no answer yet
+    assert script.read_result(tmp_path / "l") is None and not list((tmp_path / "l").glob("rank-*.json"))
+
+
+def test_a_gangs_layout_and_place_come_from_its_gpus_and_slurms_environment() -> None:
+    cluster = to_cluster([SlurmNode("a", "v100", 2, True, "idle", ("gpu", "x")),
+                          SlurmNode("b", "k80", 2, True, "idle", ("y", "gpu")),
+                          SlurmNode("c", "k80", 1, True, "idle", ("y",))])
+    one = gang.layout(cluster, (0, 1))
+    assert one == gang.Layout(("a",), 2) and one.options() == [
+        "--nodelist=a", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--cpus-per-task=2", "--gres=gpu:2"]
+    two = gang.layout(cluster, (4, 2))
+    assert two == gang.Layout(("b", "c"), 1) and two.world == 2 and "--nodelist=b,c" in two.options()
+    assert "different GPU counts per node (a: 2, b: 1)" in str(gang.layout(cluster, (0, 1, 2)))
+    # a job on several nodes goes to a partition holding them all
+    members = {"a": ("gpu", "x"), "b": ("y", "gpu"), "c": ("y",)}
+    assert gang.partition(("a", "b"), {"a": "x", "b": "y"}, members) == "gpu"
+    assert gang.partition(("b", "c"), {"b": "y"}, members) == "y" and gang.partition(("a",), {"a": "x"}, members) == "x"
+    assert gang.partition(("a", "c"), {"a": "x"}, members) == ""
+    spec = LeaseSpec(job_id=3, entrypoint="x.py:train", rank=0, world=4, max_iterations=5, budget_s=0.0, checkpoint="c")
+    env = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "MASTER_ADDR": "n1", "MASTER_PORT": "20007"}
+    assert lease.gang_place(spec, env) == (1, 2, ("n1", 20007))
+    for bad, why in (({**env, "SLURM_NTASKS": "3"}, "task 1 of 3 for a gang of 4"),
+                     ({k: v for k, v in env.items() if k != "MASTER_PORT"}, "not a task of an srun gang")):
+        with pytest.raises(ValueError, match=why):
+            lease.gang_place(spec, bad)
+    assert script.rendezvous_port(12007) == 20007
 
 
 def test_the_slurm_executor_never_imports_ray() -> None:

@@ -26,14 +26,16 @@ log = logging.getLogger(__name__)
 LEAVE_WAIT_S = 5.0  # rank 0 waits at most this long for the other ranks to leave before closing its store
 
 
-def open_store(host: str, timeout_s: float = 60.0) -> tuple[Any, int]:
-    """Rank 0's rendezvous store, listening on ``host`` only; returns (store, port)."""
+def open_store(host: str, timeout_s: float = 60.0, port: int = 0) -> tuple[Any, int]:
+    """Rank 0's rendezvous store, listening on ``host`` only, on ``port`` (0: any free one); returns (store, port)."""
     import torch.distributed as dist
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        sock.bind((host, 0))
+        if port:  # agreed on beforehand (a Slurm gang's): closed connections of an earlier store must not block it
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
         sock.listen(128)
         port = int(sock.getsockname()[1])
     except OSError:

@@ -163,9 +163,10 @@ class Slurm:
         if ids:
             self.run("scontrol", "requeuehold", ",".join(str(i) for i in ids))
 
-    def signal(self, job_id: int, sig: str) -> None:
-        """Signal the job's batch script (not the job's end: it may save and exit on its own)."""
-        self.run("scancel", f"--signal={sig}", "--batch", str(job_id))
+    def signal(self, job_id: int, sig: str, *, batch: bool = True) -> None:
+        """Signal the job's batch script, or with ``batch`` False its steps (an ``srun``'s tasks): not the job's
+        end, it may save and exit on its own."""
+        self.run("scancel", f"--signal={sig}", *(["--batch"] if batch else []), str(job_id))
 
     def cancel(self, ids: Sequence[int]) -> None:
         if ids:

@@ -2,7 +2,8 @@
 
 Each round, every lease of the plan becomes one Slurm batch job (``hadar.slurm.script``), submitted
 held (``sbatch --hold``) and pinned to its node (``--nodelist``, ``--gres=gpu:W``: Slurm picks which of
-the node's GPUs, hadar picks the node and so the GPU type); once the whole round is submitted, every
+the node's GPUs, hadar picks the node and so the GPU type; a gang's nodes and tasks: ``hadar.slurm.gang``,
+its ranks started by ``srun``: ``hadar.slurm.lease``); once the whole round is submitted, every
 job is released at once (``scontrol release``). The lease runs the job's ``train(ctx)`` until the round's
 end (a wall-clock deadline in its spec) and saves its checkpoint; one that is still running at the
 deadline is told to stop (``scancel --signal=USR1 --batch``: it saves and exits), and one still there
@@ -14,8 +15,8 @@ FAILED, CANCELLED, NODE_FAIL, TIMEOUT, ... or that wrote no result is a failed l
 from its last committed checkpoint). ``cluster_view`` reads ``sinfo --json``: a node DOWN or DRAIN, or
 back up, is a node change. The bookkeeping of progress, checkpoints, measured rates, failures and
 HadarE's copies is the Ray executor's (this class runs its rounds through the same steps); only the
-dispatch, the wait and the answers differ. Ray is never imported. Not supported (yet): gangs across
-nodes and space sharing (a lease with a partner fails with a reason).
+dispatch, the wait and the answers differ. Ray is never imported. Not supported (yet): space sharing
+(a lease with a partner fails with a reason) and a gang whose nodes hold different GPU counts.
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ from hadar.runtime import forks
 from hadar.runtime.emulation import SpeedRatios
 from hadar.runtime.executor import RayExecutor
 from hadar.runtime.records import Pending, RoundStats
-from hadar.slurm import script
+from hadar.slurm import gang, script
 from hadar.slurm.cluster import read_nodes, to_cluster
 from hadar.slurm.commands import JobState, Slurm, SlurmError
 
 log = logging.getLogger(__name__)
-POLL_S = 0.1  # how often squeue is asked while a round's leases run
+POLL_S = 0.1  # how often squeue is asked once a lease of the round has answered or its end is near
+SLOW_POLL_S = 1.0  # how often before that (a lease that fails early is seen within this; its result file sooner)
 CONTROLLER_WAIT_S = 120.0  # how long a Slurm command waits for a controller that cannot be contacted
 STARTUP_ALPHA = 0.5  # weight of the newest lease in the moving average of a job type's startup
 STOP_AFTER_S = 5.0  # a lease still running this long after its deadline is told to stop (SIGUSR1)
@@ -61,6 +63,17 @@ class Submitted:
     signalled: bool = False
     cancelled: bool = False
     state: JobState | None = None
+    gang: bool = False  # an srun of several tasks: a stop is signalled to its tasks, not the batch script
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One lease's sbatch: its script and options, its folder and when it was written."""
+
+    script: Path
+    options: list[str]
+    folder: Path
+    submitted: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +109,7 @@ class SlurmExecutor(RayExecutor):
         o = options
         self.slurm, self.partition = slurm, o.partition
         self._partition_of: dict[str, str] = {}  # node -> the partition its leases go to
+        self.members: dict[str, tuple[str, ...]] = {}  # node -> its partitions
         cluster = cluster if cluster is not None else self.read_cluster()
         if ratios is None:
             ratios = SpeedRatios(ThroughputTable.load(), cluster.gpu_types)
@@ -170,37 +184,49 @@ class SlurmExecutor(RayExecutor):
     # ---- dispatch ---------------------------------------------------------------------------------
     def _dispatch(self, lease: Lease, budget: float, round_no: int, *, fork: forks.Fork | None = None,
                   mode: Mode = "train", slot: int = 0) -> Pending:
+        p, request = self._prepare(lease, budget, round_no, fork=fork, mode=mode)
+        self._submit(p, request)
+        return p
+
+    def _prepare(self, lease: Lease, budget: float, round_no: int, *, fork: forks.Fork | None = None,
+                 mode: Mode = "train") -> tuple[Pending, Request | None]:
+        """The lease's folder, spec and batch script written, and its sbatch request (None: it cannot run)."""
         info = self.jobs[lease.job_id]
         p = Pending(lease, [], [0] * len(lease.gpus), mode, fork)
-        nodes = sorted({self.cluster.nodes[self.cluster.node_of[g]].name for g in lease.gpus})
         if lease.partner_id >= 0:
             p.error = "space sharing (two jobs on one GPU) is not supported on Slurm"
-            return p
-        if len(nodes) != 1:
-            p.error = f"a lease across nodes ({', '.join(nodes)}) is not supported on Slurm yet"
-            return p
+            return p, None
+        layout = gang.layout(self.cluster, lease.gpus)
+        if isinstance(layout, str):
+            p.error = layout
+            return p, None
         spec = self._spec(info, lease, budget, round_no, fork, mode)
         round_no += self.round_base
-        folder = self.work_dir / "leases" / f"{self.run_id[:8]}-j{lease.job_id}-c{lease.copy}-r{round_no}-{mode}"
+        tag = f"{self.run_id[:8]}-j{lease.job_id}-c{lease.copy}-r{round_no}"
+        folder = self.work_dir / "leases" / f"{tag}-{mode}"
         deadline = time.time() + budget
         path = script.write_lease(folder, spec, deadline, self.device, path=(*self.path, *spec.search_path))
-        world = len(lease.gpus)
         minutes = max(1, math.ceil((budget + 3 * self.grace_s) / 60))
-        options = ["--hold", f"--job-name={TAG}-{self.run_id[:8]}-j{lease.job_id}-c{lease.copy}-r{round_no}",
+        options = ["--hold", f"--job-name={TAG}-{tag}",
                    f"--comment={TAG}:{self.run_id}:{lease.job_id}:{lease.copy}:{round_no}",
-                   f"--nodelist={nodes[0]}", "--nodes=1", "--ntasks=1", f"--cpus-per-task={world}",
-                   f"--gres=gpu:{world}", f"--time={minutes}", "--no-requeue", f"--chdir={folder}",
+                   *layout.options(), f"--time={minutes}", "--no-requeue", f"--chdir={folder}",
                    f"--output={folder / script.LOG}", "--open-mode=append"]
-        if self._partition_of.get(nodes[0]):
-            options.append(f"--partition={self._partition_of[nodes[0]]}")
+        partition = gang.partition(layout.nodes, self._partition_of, self.members)
+        if partition:
+            options.append(f"--partition={partition}")
+        return p, Request(path, options, folder, deadline - budget)
+
+    def _submit(self, p: Pending, request: Request | None) -> None:
+        """sbatch the request (none: the lease cannot run): ``p`` gets its Slurm job, or its error."""
+        if request is None:
+            return
         try:
-            job_id = self.slurm.submit(path, options)
+            job_id = self.slurm.submit(request.script, request.options)
         except SlurmError as e:
             p.error = f"sbatch failed: {e}"
-            return p
+            return
         p.refs = [job_id]
-        self._jobs[id(p)] = Submitted(job_id, folder, deadline - budget)
-        return p
+        self._jobs[id(p)] = Submitted(job_id, request.folder, request.submitted, gang=len(p.lease.gpus) > 1)
 
     def _release(self, pending: list[Pending], round_no: int | None = None) -> None:
         """Release the submitted, held jobs of ``pending`` at once (``on_submitted`` first, for a round)."""
@@ -232,7 +258,9 @@ class SlurmExecutor(RayExecutor):
         stop_at = start + max(0.0, timeout_s - self.grace_s) + min(STOP_AFTER_S, self.grace_s / 2)
         kill_at = start + timeout_s
         left = set(subs)
+        end_at = start + max(0.0, timeout_s - self.grace_s)  # the leases' deadline: they end then by themselves
         while left:
+            asked = elapsed_s()
             try:
                 states = self.slurm.jobs(sorted(left))
             except SlurmError as e:  # the controller restarting: keep waiting
@@ -254,7 +282,7 @@ class SlurmExecutor(RayExecutor):
                 elif now >= stop_at and not sub.signalled:
                     sub.signalled = True
                     try:
-                        self.slurm.signal(job_id, "USR1")
+                        self.slurm.signal(job_id, "USR1", batch=not sub.gang)
                     except SlurmError as e:
                         log.debug("signalling %d: %s", job_id, e)
             if now >= kill_at + self.grace_s:
@@ -263,7 +291,7 @@ class SlurmExecutor(RayExecutor):
                                             "being cancelled"
                 break
             if left:
-                time.sleep(POLL_S)
+                _next_poll(asked, end_at, [subs[j][1].folder for j in left])
 
     def _cancel(self, sub: Submitted) -> None:
         sub.cancelled = True
@@ -336,3 +364,15 @@ class SlurmExecutor(RayExecutor):
 
     def _open_store(self, lease: Lease, actors: list[Any], slot: int = 0) -> tuple[str, int]:
         raise NotImplementedError("a Slurm lease opens its gang's rendezvous itself")
+
+
+def _next_poll(asked: float, end_at: float, folders: list[Path]) -> None:
+    """Sleep until squeue is worth asking again (it was asked at ``asked``): ``POLL_S`` after it once a lease
+    still running has written its result (it is exiting) or the leases' deadline ``end_at`` is near, else
+    ``SLOW_POLL_S`` after it (a lease that fails early is seen then; a squeue is a process that would compete
+    with the round's lease starts for the CPU), looking for result files every ``POLL_S`` in between."""
+    while True:
+        time.sleep(POLL_S)
+        t = elapsed_s()
+        if t - asked >= SLOW_POLL_S or t >= end_at - SLOW_POLL_S or any((f / script.RESULT).exists() for f in folders):
+            return

@@ -29,6 +29,7 @@ SPEC = "lease.json"
 SCRIPT = "job.sh"
 RESULT = "result.json"
 LOG = "out.log"
+PORT_BASE, PORT_SPAN = 20000, 12000  # a gang's MASTER_PORT: PORT_BASE + job id % PORT_SPAN (20000-31999)
 
 
 def write_lease(folder: Path, spec: LeaseSpec, deadline: float, device: str,
@@ -37,17 +38,36 @@ def write_lease(folder: Path, spec: LeaseSpec, deadline: float, device: str,
     folder.mkdir(parents=True, exist_ok=True)
     body = {"spec": asdict(spec), "deadline": deadline, "device": device}
     (folder / SPEC).write_text(json.dumps(body))
-    (folder / RESULT).unlink(missing_ok=True)
+    for old in (folder / RESULT, *folder.glob("rank-*.json")):
+        old.unlink(missing_ok=True)
     pythonpath = os.pathsep.join(dict.fromkeys(p for p in path if p))
+    lease = f"{shlex.quote(python)} -m hadar.slurm.lease {shlex.quote(str(folder / SPEC))}"
     lines = ["#!/bin/sh",
              f"# hadar: one lease of job {spec.job_id} (copy {spec.copy}); written by hadar, run by sbatch",
              f"export PYTHONPATH={shlex.quote(pythonpath)}${{PYTHONPATH:+:$PYTHONPATH}}",
              "trap '' USR1  # until the lease's own handler is in place (a stop asked for this early is moot)",
-             f"exec {shlex.quote(python)} -m hadar.slurm.lease {shlex.quote(str(folder / SPEC))}", ""]
+             *(_gang_lines(lease) if spec.world > 1 else [f"exec {lease}"]), ""]
     script = folder / SCRIPT
     script.write_text("\n".join(lines))
     script.chmod(0o755)
     return script
+
+
+def _gang_lines(lease: str) -> list[str]:
+    """A gang's batch script: the rendezvous from Slurm's environment, then one task per GPU through srun."""
+    return ["# the gang's rendezvous: rank 0's store on the job's first node, on a port derived from the job id",
+            'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            "addr=$(scontrol show node \"$first\" | tr ' ' '\\n' | sed -n 's/^NodeAddr=//p' | head -n 1)",
+            'export MASTER_ADDR="${addr:-$first}"',
+            f"export MASTER_PORT=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))",
+            "# each task ignores USR1 until its handler is in place, as this script does; a failing rank ends them all",
+            f"exec srun --kill-on-bad-exit=1 sh -c 'trap \"\" USR1; exec \"$@\"' sh {lease}"]
+
+
+def rendezvous_port(job_id: int) -> int:
+    """The port of a gang's rendezvous (``MASTER_PORT``): derived from its Slurm job id, below Linux's ephemeral
+    ports, so that gangs running at once never share one (unless ``PORT_SPAN`` job ids apart)."""
+    return PORT_BASE + job_id % PORT_SPAN
 
 
 def read_lease(path: Path) -> tuple[LeaseSpec, float, str]:
@@ -61,17 +81,33 @@ def read_lease(path: Path) -> tuple[LeaseSpec, float, str]:
     return LeaseSpec(**raw), float(body["deadline"]), str(body.get("device", "auto"))
 
 
-def write_result(folder: Path, outcome: LeaseOutcome, start: float, end: float) -> None:
-    """``result.json``, atomically (a reader never sees half of it)."""
-    tmp = folder / (RESULT + ".tmp")
+def write_result(folder: Path, outcome: LeaseOutcome, start: float, end: float, rank: int = 0) -> None:
+    """``result.json`` (rank 0's; a gang's other ranks write ``rank-<r>.json``), atomically (a reader never
+    sees half of it)."""
+    name = RESULT if rank == 0 else f"rank-{rank}.json"
+    tmp = folder / (name + ".tmp")
     tmp.write_text(json.dumps({**asdict(outcome), "start": start, "end": end}))
-    os.replace(tmp, folder / RESULT)
+    os.replace(tmp, folder / name)
 
 
 def read_result(folder: Path) -> tuple[LeaseOutcome, float, float] | None:
-    """(outcome, start, end) of the lease, None if it wrote no (readable) result."""
+    """(outcome, start, end) of the lease: rank 0's, failed with another rank's error if one failed; None if
+    rank 0 wrote no (readable) result."""
+    head = _read(folder / RESULT)
+    if head is None:
+        return None
+    outcome = head[0]
+    for path in sorted(folder.glob("rank-*.json")) if outcome.ok else ():
+        other = _read(path)
+        if other is not None and not other[0].ok:
+            outcome.ok, outcome.error, outcome.traceback = False, other[0].error, other[0].traceback
+            break
+    return head
+
+
+def _read(path: Path) -> tuple[LeaseOutcome, float, float] | None:
     try:
-        raw: dict[str, Any] = json.loads((folder / RESULT).read_text())
+        raw: dict[str, Any] = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
     known = {f.name for f in fields(LeaseOutcome)}
