@@ -99,19 +99,28 @@ def test_the_driver_token_mode_is_set_for_the_join_alone(monkeypatch):
     assert os.environ["RAY_AUTH_MODE"] == "disabled" and reloads == ["token", "token"]
 
 
+#: what the test below runs in a process of its own: Ray's process-wide configuration is reloaded, which a
+#: test process holding a live Ray session (``ray_session``, another test's) must not see
+_KEEPS_TOKEN = """
+import os
+from ray._raylet import AuthenticationMode, get_authentication_mode
+from hadar.runtime import session
+os.environ.pop("RAY_AUTH_MODE", None)
+with session.driver_token_mode():
+    pass
+assert "RAY_AUTH_MODE" not in os.environ
+assert get_authentication_mode() == AuthenticationMode.TOKEN and session.auth_in_force() == "token"
+print("ok")
+"""
+
+
 @pytest.mark.runtime
-def test_rays_configuration_keeps_the_token_mode_after_the_join_scope(monkeypatch):
+def test_rays_configuration_keeps_the_token_mode_after_the_join_scope():
     """The driver's Ray keeps the mode it joined with (its configuration, read inside the scope), while the
     process's environment is back to what it was."""
-    import os
+    import subprocess
+    import sys
 
-    from ray._raylet import AuthenticationMode, get_authentication_mode
-
-    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
-    try:
-        with session.driver_token_mode():
-            pass
-        assert "RAY_AUTH_MODE" not in os.environ
-        assert get_authentication_mode() == AuthenticationMode.TOKEN and session.auth_in_force() == "token"
-    finally:
-        session._reload_ray_config()  # Ray's configuration as this process's environment says again
+    done = subprocess.run([sys.executable, "-c", _KEEPS_TOKEN], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
