@@ -131,6 +131,13 @@ class GradientNoise:
         return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).double()
                           for p in self._params])
 
+    def _sqr_norm(self) -> float:
+        """The gradient's squared norm, summed parameter by parameter (no flattened copy of it)."""
+        import torch
+
+        sums = [p.grad.detach().double().pow(2).sum() for p in self._params if p.grad is not None]
+        return float(torch.stack(sums).sum()) if sums else 0.0
+
     def observe(self) -> None:
         """Take this step's gradient into the estimate."""
         if self.world > 1:
@@ -150,7 +157,7 @@ class GradientNoise:
         import torch.distributed as dist
 
         device = self._params[0].device
-        big = float(self._gradient().pow(2).sum())  # DDP left the averaged gradient in .grad
+        big = self._sqr_norm()  # DDP left the averaged gradient in .grad
         local = self._local if self._local is not None else torch.zeros((), dtype=torch.float64, device=device)
         self._local = None
         small = local.detach().double().reshape(1).to(device)

@@ -64,12 +64,7 @@ class Efficiency:
 
     def noise_scale(self, fraction: float) -> float:
         """``Bn`` at ``fraction`` of the job's reference steps (the last point at or below it)."""
-        bn = self.points[0][1]
-        for f, b in self.points:
-            if f > fraction:
-                break
-            bn = b
-        return bn
+        return step_at(self.points, fraction)
 
     def gain(self, fraction: float, batch: float | None = None) -> float:
         """``r``: reference steps one step at ``batch`` (default: the job's) makes at ``fraction`` (under
@@ -110,6 +105,17 @@ class Efficiency:
                 return steps + left / r
             steps, left, at = steps + (bound - at) / r, left - (bound - at), bound
         return steps
+
+
+def step_at(points: tuple[tuple[float, float], ...], fraction: float) -> float:
+    """The value of the last ``(fraction, value)`` point at or below ``fraction`` (the first point's below it):
+    a step function over a job's progress, its points sorted by fraction."""
+    out = points[0][1]
+    for f, v in points:
+        if f > fraction:
+            break
+        out = v
+    return out
 
 
 def gain(noise_scale: float, ref_batch: float, batch: float) -> float:

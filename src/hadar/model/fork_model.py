@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from hadar.errors import InputError
-from hadar.model.efficiency import FAMILY_DEFAULTS, Efficiency, family_of
+from hadar.model.efficiency import FAMILY_DEFAULTS, Efficiency, family_of, step_at
 from hadar.model.fork_efficiency import ForkEfficiency
 
 MODES = ("scale-out", "split")
@@ -86,12 +86,7 @@ class ForkModel:
 
     def rho_at(self, fraction: float) -> float:
         """``rho`` at ``fraction`` of the job's training (the last point at or below it)."""
-        out = self.rho[0][1]
-        for f, v in self.rho:
-            if f > fraction:
-                break
-            out = v
-        return out
+        return step_at(self.rho, fraction)
 
     def noise_scale(self, job_type: str, fraction: float, profile: Efficiency | None = None) -> tuple[float, float]:
         """(Bn, B) of a job at ``fraction``: its profile's (when ``profiles``), else its family default's, else
