@@ -167,7 +167,7 @@ def run_with(jobs: list[Job], cluster: Cluster | None, policy: str | Policy, o: 
     if cluster is not None:  # reject impossible jobs before starting anything
         validate_jobs(jobs, cluster, shape_table(jobs, cluster), spans_types=pol.traits.spans_types)
     sess = backend.start_session(cluster, o.address, o.dashboard_host)
-    recorder = builder.MemoryRecorder(o.on_event)  # the run's events, rounds and changes; its files come from it
+    recorder = builder.MemoryRecorder(o.on_event)  # the run's events; its files come from them
     be: backend.Backend | None = None
     try:
         validate_jobs(jobs, sess.cluster, shape_table(jobs, sess.cluster), spans_types=pol.traits.spans_types)

@@ -144,7 +144,8 @@ class Service:
             self.cluster = sess.cluster
             ckpt = check_writable(self.opts.state_dir / "checkpoints", "checkpoint folder")
             options = BackendOptions(checkpoint_dir=ckpt, log_dir=self.log_dir, seed=self.opts.seed,
-                                     run_id=self.store.run_id, dilation=self.opts.dilation, on_event=self.events)
+                                     run_id=self.store.run_id, dilation=self.opts.dilation, on_event=self.events,
+                                     on_dispatch=self._dispatched)
             backend = runtime.start_backend(sess, self.clock, options, self.store.throughputs())
             self._serve(backend)
         finally:
@@ -161,7 +162,8 @@ class Service:
         try:
             backend: Any = slurm_serve.start_backend(
                 self.opts.slurm, self.opts.state_dir, self.clock, run_id=self.store.run_id, seed=self.opts.seed,
-                on_event=self.events, restore=lambda tracker: runtime.restore_tracker(tracker, measured),
+                on_event=(self.events, self._dispatched),
+                restore=lambda tracker: runtime.restore_tracker(tracker, measured),
                 usage=(self._sacct_since(), self._keep_usage))
         finally:
             self.ray_started.set()
@@ -169,6 +171,11 @@ class Service:
             self._serve(backend)
         finally:
             backend.close()
+
+    def _dispatched(self, round_no: int, plan: Any) -> None:
+        """The executor's ``on_dispatch``: the round's arrivals committed (and in the jobs' logs) before its
+        leases print anything."""
+        self.events.flush()
 
     def _sacct_since(self) -> float:
         """Where sacct's window starts: where the last read left it, else when the store was made."""
@@ -201,8 +208,6 @@ class Service:
         engine, ledger = build_engine(self.run_policy.policy, backend, options,  # as `hadar run`'s
                                       Hooks(on_event=self.events, recorder=recorder))
         self.quotas = engine.planner if isinstance(engine.planner, QuotaPlanner) else None
-        # the round's arrivals committed (and in the jobs' logs) before its leases print anything
-        backend.executor.on_dispatch = lambda round_no, plan: self.events.flush()
         with self.store.transaction() as con:
             self.store.set_meta(con, "cluster", cluster_json(ledger.cluster))
             self.store.set_meta(con, "policy", self.run_policy.label)

@@ -101,11 +101,12 @@ class SlurmExecutor(RayExecutor):
 
     ``slurm``: the commands; ``cluster``: None to read it from sinfo; ``ratios``: None for the bundled table's.
     ``on_submitted(round, [(lease, Slurm id), ...])`` is called once a round's jobs are submitted, before
-    their release."""
+    their release; ``on_dispatch(round, plan)`` once the round's leases are dispatched."""
 
     def __init__(self, slurm: Slurm, clock: Clock, options: SlurmOptions, *, cluster: Cluster | None = None,
                  ratios: SpeedRatios | None = None, on_event: Callable[[dict[str, Any]], None] | None = None,
-                 on_submitted: Callable[[int, list[tuple[Lease, int]]], None] | None = None) -> None:
+                 on_submitted: Callable[[int, list[tuple[Lease, int]]], None] | None = None,
+                 on_dispatch: Callable[[int, RoundPlan], None] | None = None) -> None:
         o = options
         self.slurm, self.partition = slurm, o.partition
         self._partition_of: dict[str, str] = {}  # node -> the partition its leases go to
@@ -116,8 +117,8 @@ class SlurmExecutor(RayExecutor):
         work_dir = Path(o.work_dir).resolve()
         super().__init__(cluster, None, clock, checkpoint_dir=work_dir / "checkpoints", ratios=ratios,  # type: ignore[arg-type]
                          dilation=o.dilation, given=o.given, log_dir=work_dir / "logs",
-                         on_event=on_event, grace_s=o.grace_s, seed=o.seed, fork_optimizer=o.fork_optimizer,
-                         run_id=o.run_id)
+                         on_event=on_event, on_dispatch=on_dispatch, grace_s=o.grace_s, seed=o.seed,
+                         fork_optimizer=o.fork_optimizer, run_id=o.run_id)
         self.work_dir, self.device, self.on_submitted = work_dir, o.device, on_submitted
         slurm.retry_s = CONTROLLER_WAIT_S  # from now on, a restarting controller is waited for
         for sub in ("checkpoints", "logs", "leases"):
