@@ -10,7 +10,7 @@ What differs between the two is only what they hand in:
 - ``hadar serve``: a ``LiveSource`` (jobs submitted over HTTP, committed to SQLite first) and the
   ``StoreRecorder``, which commits each round in one transaction so a restart continues;
 - ``hadar run``: a ``Workload`` of the job file's jobs at their arrival times, and a
-  ``MemoryRecorder``, which keeps the run's events (and the last round and change) in memory; the run's files
+  ``MemoryRecorder``, which keeps the run's events in memory; the run's files
   (``jobs.csv``, ``events.jsonl``, ...) are written from it and the ledger once the run ended.
 """
 
@@ -69,17 +69,14 @@ Listener = Callable[[dict[str, Any]], None]
 
 
 class MemoryRecorder:
-    """An ``engine.Recorder`` that keeps the run in memory, and the run's event listener: every event (in the
-    order engine and executor emitted them; each also goes on to ``listener``; the run's files are written
-    from them), the last round's record and the last change between rounds (``last_round``, ``last_change``:
-    its time and what changed), and how many of each it saw. Memory grows with the events, not the rounds."""
+    """An ``engine.Recorder`` that keeps the run's events in memory, and the run's event listener: every event (in the
+    order engine and executor emitted them; each also goes on to ``listener``); the run's files are written
+    from them and the ledger. Rounds and changes are not kept (nothing reads them back): memory grows with
+    the events, not the rounds."""
 
     def __init__(self, listener: Listener | None = None) -> None:
         self.listener = listener
         self.events: list[dict[str, Any]] = []
-        self.last_round: RoundRecord | None = None
-        self.last_change: tuple[float, Changes] | None = None
-        self.rounds_seen = self.changes_seen = 0
 
     def __call__(self, event: dict[str, Any]) -> None:
         self.events.append(event)
@@ -87,7 +84,7 @@ class MemoryRecorder:
             self.listener(event)
 
     def round(self, record: RoundRecord, ledger: JobLedger) -> None:
-        self.last_round, self.rounds_seen = record, self.rounds_seen + 1
+        pass
 
     def changed(self, now_s: float, changes: Changes, ledger: JobLedger) -> None:
-        self.last_change, self.changes_seen = (now_s, changes), self.changes_seen + 1
+        pass

@@ -162,7 +162,7 @@ class Service:
         try:
             backend: Any = slurm_serve.start_backend(
                 self.opts.slurm, self.opts.state_dir, self.clock, run_id=self.store.run_id, seed=self.opts.seed,
-                on_event=(self.events, self._dispatched),
+                listeners=(self.events, self._dispatched),
                 restore=lambda tracker: runtime.restore_tracker(tracker, measured),
                 usage=(self._sacct_since(), self._keep_usage))
         finally:

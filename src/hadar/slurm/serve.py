@@ -114,16 +114,16 @@ def own_jobs(slurm: Slurm, run_id: str) -> list[JobState]:
 
 
 def start_backend(opts: SlurmServe, state_dir: Path, clock: Clock, *, run_id: str, seed: int,
-                  on_event: tuple[Callable[[dict[str, Any]], None], Callable[[int, Any], None] | None],
+                  listeners: tuple[Callable[[dict[str, Any]], None], Callable[[int, Any], None] | None],
                   restore: Callable[[ThroughputTracker], None],
                   usage: tuple[float, Callable[[list[Accounted], float], None]] | None = None) -> SlurmBackend:
     """The executor on the partition sinfo describes, in ``state_dir``, its numbering continued after the
     leases already there, its tracker given what the store measured before (``restore``); ``usage``: where
-    sacct's window starts and what keeps its records (``SacctFeed``); ``on_event``: the executor's event listener
+    sacct's window starts and what keeps its records (``SacctFeed``); ``listeners``: the executor's ``on_event``
     and its ``on_dispatch`` (None: none)."""
     slurm = Slurm(opts.conf)
     options = SlurmOptions(state_dir, partition=opts.partition, seed=seed, run_id=run_id)
-    executor = ServiceExecutor(slurm, clock, options, on_event=on_event[0], on_dispatch=on_event[1])
+    executor = ServiceExecutor(slurm, clock, options, on_event=listeners[0], on_dispatch=listeners[1])
     executor.users = UserJobs(slurm, opts.partition, state_dir)
     if usage is not None:
         executor.feed = SacctFeed(slurm, run_id, *usage)
