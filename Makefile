@@ -35,8 +35,8 @@ system-deps:
 
 # The 25 slowest tests are listed at the end, so that a test that grows slow shows up in every run.
 # TEST_WORKERS pytest-xdist workers run the tests side by side (most runtime, service and Slurm tests
-# wait on processes and rounds, not on the cores); tests/slurm and the executor contract's Slurm case
-# each run in one worker on its own local cluster, and the slowest groups start first (tests/conftest.py).
+# wait on processes and rounds, not on the cores); a module's tests run in one worker, each worker that runs
+# Slurm tests on a local cluster of its own, and the longest modules start first (tests/conftest.py).
 # TEST_WORKERS=0 runs them one after another in one process.
 TEST_WORKERS ?= 3
 test: $(VENV)/.full system-deps

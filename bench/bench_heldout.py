@@ -20,9 +20,12 @@ project (`hadar.evaluation.USED_PHILLY`). `--out DIR` writes DIR/SET.json and DI
 progress bar on stderr on a terminal. `--parallel N` runs each workload's simulations in N processes.
 `--fork-efficiency NAME` sets the world every row runs in (default `calibrated`; `noise-scale`,
 `noise-scale-split`: the noise-scale fork model, whose `hadare-calibrated` row plans with it).
+`--policies A,B --profiles FILE` runs other rows (LAS is always added), e.g. Hadar variants a
+profile file names: each row but LAS's and HadarE's gets the `jct`, `p99` and `ftf` goals as if it
+were Hadar's, and the summary counts them per variant.
 
     .venv/bin/python bench/bench_heldout.py --set dev|heldout [--only NAME,NAME] [--philly FILE]
-        [--out DIR] [--parallel N] [--fork-efficiency NAME]
+        [--out DIR] [--parallel N] [--fork-efficiency NAME] [--policies A,B --profiles FILE]
     .venv/bin/python bench/bench_heldout.py --markdown DIR/SET.json    # the tables of docs/evaluation.md
 """
 
@@ -31,13 +34,14 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hadar.compare import compare
 from hadar.errors import HadarError
@@ -58,26 +62,55 @@ COLUMNS = (("avg JCT h", "avg_jct_s", 3600), ("p99 JCT h", "p99_jct_s", 3600), (
 RATIOS = (("JCT/LAS", "avg_jct_s"), ("p99/LAS", "p99_jct_s"), ("TTD/LAS", "makespan_s"), ("FTF/LAS", "ftf_max"))
 
 
-def compare_args(w: Workload, trace: Path | None, parallel: int = 1, fork: str = "calibrated") -> argparse.Namespace:
-    """``hadar compare``'s parsed arguments for workload ``w`` (the CLI's own parser), in world ``fork``."""
+class Runs(NamedTuple):
+    """How each workload runs: the world's fork credit, the policies (LAS added if absent) and a
+    profile file naming variants, each workload's simulations in ``parallel`` processes."""
+
+    fork: str = "calibrated"
+    policies: str = POLICIES
+    profiles: Path | None = None
+    parallel: int = 1
+
+
+DEFAULT_RUNS = Runs()
+
+
+def compare_args(w: Workload, trace: Path | None, runs: Runs = DEFAULT_RUNS) -> argparse.Namespace:
+    """``hadar compare``'s parsed arguments for workload ``w`` (the CLI's own parser)."""
     from hadar.cli import build_parser
 
-    argv = ["compare", *w.compare_argv(trace), "--policies", POLICIES, "--fork-efficiency", fork,
-            "--parallel", str(parallel)]
+    names = runs.policies.split(",")
+    policies = ",".join(names if LAS in names else [*names, LAS])
+    argv = ["compare", *w.compare_argv(trace), "--policies", policies, "--fork-efficiency", runs.fork,
+            "--parallel", str(runs.parallel), *(["--profiles", str(runs.profiles)] if runs.profiles else [])]
     return build_parser("compare").parse_args(argv)
 
 
-def measure(w: Workload, philly: Path, folder: Path, parallel: int = 1, fork: str = "calibrated") -> dict[str, Any]:
+def measure(w: Workload, philly: Path, folder: Path, runs: Runs = DEFAULT_RUNS) -> dict[str, Any]:
     """Run ``w`` as ``hadar compare`` does; its jobs, and per policy row the summary with FTF."""
     trace = import_window(w, philly, folder) if w.philly else None
-    results, _, _ = compare(compare_args(w, trace, parallel, fork))
+    results, _, _ = compare(compare_args(w, trace, runs))
     rows = {r["policy"]: r for r in results}
     return {"jobs": rows[LAS]["jobs"], "results": rows}
 
 
+def variant_goals(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, bool]]:
+    """The `jct`, `p99` and `ftf` goals of every row but LAS's and HadarE's, as if it were Hadar's
+    (the rows of a `--policies` list of Hadar variants)."""
+    out = {}
+    for name, row in rows.items():
+        if name != LAS and not name.startswith("hadare"):
+            ok = goals({**rows, HADAR: row})
+            out[name] = {g: ok[g] for g in GOALS[:3]}
+    return out
+
+
 def goals(rows: dict[str, dict[str, Any]]) -> dict[str, bool]:
-    """The issue's goals on one workload (the module docstring)."""
-    h, las, cal = rows[HADAR], rows[LAS], rows[CALIBRATED]
+    """The issue's goals on one workload (the module docstring); a goal whose rows were not run holds."""
+    if HADAR not in rows:
+        return dict.fromkeys(GOALS, True)
+    h, las = rows[HADAR], rows[LAS]
+    cal = rows.get(CALIBRATED, h)
 
     def at_most(a: float, b: float) -> bool:
         return a <= b * (1 + EPS)
@@ -133,6 +166,15 @@ def summary(which: str, measured: dict[str, dict[str, Any]]) -> str:
     for g in GOALS:
         missed = [name for name, m in measured.items() if not m["goals"][g]]
         lines.append(f"  {g:10} {n - len(missed)}/{n}" + (f"  (missed: {', '.join(missed)})" if missed else ""))
+    variants = list(next(iter(measured.values()), {}).get("variant_goals", {}))
+    if len(variants) > 1:
+        lines.append("per variant: goals held (jct p99 ftf), geometric mean of avg JCT / LAS's, worst FTF max")
+        for v in variants:
+            held = [sum(m["variant_goals"][v][g] for m in measured.values()) for g in GOALS[:3]]
+            ratios = [m["results"][v]["avg_jct_s"] / m["results"][LAS]["avg_jct_s"] for m in measured.values()]
+            ftf = max(m["results"][v]["ftf_max"] for m in measured.values())
+            lines.append(f"  {v:22} {' '.join(f'{h:2}/{n}' for h in held)}  {math.prod(ratios) ** (1 / n):.4f}"
+                         f"  {ftf:.3f}")
     return "\n".join(lines)
 
 
@@ -181,8 +223,8 @@ def write(out: Path, which: str, chosen: Sequence[Workload], measured: dict[str,
     return [js, cv]
 
 
-def run_set(which: str, chosen: Sequence[Workload], philly: Path, parallel: int = 1,
-            fork: str = "calibrated") -> dict[str, dict[str, Any]]:
+def run_set(which: str, chosen: Sequence[Workload], philly: Path,
+            runs: Runs = DEFAULT_RUNS) -> dict[str, dict[str, Any]]:
     """Measure every workload, printing its table as it finishes; a progress bar on a terminal."""
     from tqdm import tqdm
 
@@ -192,8 +234,9 @@ def run_set(which: str, chosen: Sequence[Workload], philly: Path, parallel: int 
         for w in chosen:
             bar.set_postfix_str(w.name)
             t0 = time.monotonic()
-            m = measure(w, philly, Path(tmp), parallel, fork)
+            m = measure(w, philly, Path(tmp), runs)
             m["goals"] = goals(m["results"])
+            m["variant_goals"] = variant_goals(m["results"])
             m["wall_s"] = round(time.monotonic() - t0, 1)
             measured[w.name] = m
             bar.write(table(w.name, m, m["goals"]) + f"\n({m['wall_s']} s)\n", file=sys.stdout)
@@ -215,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="each workload's simulations in N local processes (default 1)")
     ap.add_argument("--fork-efficiency", default="calibrated", metavar="NAME", help="the world's fork credit, as "
                     "`hadar compare --fork-efficiency` (default calibrated; noise-scale, noise-scale-split, a file)")
+    ap.add_argument("--policies", default=POLICIES, help=f"comma-separated policies or profile names (default "
+                    f"{POLICIES}; LAS is added if absent): Hadar variants for the dev set")
+    ap.add_argument("--profiles", type=Path, help="a profile file naming variants (docs/policies.md)")
     args = ap.parse_args(argv)
     if args.markdown is not None:
         print(markdown(json.loads(args.markdown.read_text())))
@@ -235,12 +281,14 @@ def main(argv: list[str] | None = None) -> int:
         if clash:
             raise HadarError("a window shares jobs with a workload used elsewhere: " + "; ".join(clash))
         t0 = time.monotonic()
-        measured = run_set(args.set, chosen, args.philly, args.parallel, fork=args.fork_efficiency)
+        runs = Runs(args.fork_efficiency, args.policies, args.profiles, args.parallel)
+        measured = run_set(args.set, chosen, args.philly, runs)
     except HadarError as e:
         print(f"bench_heldout: error: {e}", file=sys.stderr)
         return 2
     print(summary(args.set, measured))
-    info = {"fork_efficiency": args.fork_efficiency, "wall_s": round(time.monotonic() - t0, 1),
+    info = {"fork_efficiency": args.fork_efficiency, "policies": args.policies,
+            "profiles": args.profiles.read_text() if args.profiles else None, "wall_s": round(time.monotonic() - t0, 1),
             "load_avg": os.getloadavg(), "cpus": os.cpu_count()}
     for p in write(args.out, args.set, chosen, measured, info) if args.out else []:
         print(f"wrote {p}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,11 @@ def load_bench(name: str) -> Any:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_scale() -> float:
+    """How many times over the machine's cores are busy now (the 1-minute load average per core, at least 1):
+    a tolerance on how late a real process answers is stated for a quiet machine and scaled by it (CI runs Ray
+    and Slurm tests side by side, often beside other work: seen, 2-GPU leases ending 7 s past their deadline at
+    load 15 on 2 cores, where 0.75 s is usual)."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))

@@ -24,7 +24,7 @@ from hadar.mechanism.rounds import GavelRoundPlanner
 from hadar.mechanism.tenants import Tenants
 from hadar.model.cluster import Cluster
 from hadar.model.fork_efficiency import IDEAL
-from hadar.model.fork_model import ForkModel, ForkSetting
+from hadar.model.fork_model import ForkSetting
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.base import Policy, PolicyTraits
 from hadar.policies.hadare import HadarEPolicy
@@ -139,10 +139,10 @@ def wire(policy: Policy, cluster: Cluster, table: ThroughputTable, executor: Exe
          **options: Any) -> tuple[Engine, JobLedger]:
     """The engine and ledger of one run (``options``: the fields of ``WireOptions``)."""
     o = WireOptions(**options)
+    if not o.fork_efficiency.ideal and isinstance(policy, HadarEPolicy):  # (before a team wrapper hides it)
+        policy.fork_estimate = o.fork_efficiency  # the planner's estimate, never the world's
     if o.tenants is not None and o.tenants.teams and not _takes_team_weights(policy):
         policy = TeamWeighted(policy, o.tenants.weights)  # teams weigh through the jobs' priority weights
-    if isinstance(o.fork_efficiency, ForkModel) and isinstance(policy, HadarEPolicy):
-        policy.fork_model = o.fork_efficiency  # the planner's estimate, never the world's
     traits = policy.traits
     ledger = JobLedger(run_cluster(cluster, table, o.gavel_compat), table, o.round_s,
                        track_copies=o.track_copies or traits.forks)

@@ -291,7 +291,8 @@ class Engine:
         self.stats.rounds += 1
         if self._recording:
             busy = sum(max(0.0, r.end_s - report.start_s) * len(r.gpus) for r in report.results)
-            self.on_event({"t": plan.start_s, "event": "round", "end": report.end_s, "busy_gpu_s": busy,
+            self.on_event({"t": plan.start_s, "event": "round", "end": report.end_s, "planned_s": plan.duration_s,
+                           "busy_gpu_s": busy,
                            "leases": [[lease.job_id, lease.copy, list(lease.gpus), lease.extended]
                                       for lease in plan.leases]})
         for jid in sorted(ended, key=lambda j: (self._end_time(j), j)):

@@ -7,20 +7,28 @@ picked by looking at a result. A set is Philly windows plus generated workloads:
   ``hadar trace import philly``'s rules (docs/traces.md): from a start date (midnight), the jobs
   submitted within ``SPAN_DAYS`` days, at most ``window_jobs(vc)`` of them (the first ones), job
   types assigned with the window's own ``--seed``. The virtual clusters are the table's eight with
-  at least 400 jobs (``VIRTUAL_CLUSTERS``; the other four hold 3-8 jobs each). The dev set has
-  ``DEV_PHILLY`` windows on virtual clusters drawn without replacement; the held-out set one window
-  on every virtual cluster.
+  at least 400 jobs (``VIRTUAL_CLUSTERS``; the other four hold 3-8 jobs each). The held-out set has
+  one window on every virtual cluster. The dev set has ``DEV_PHILLY`` windows on virtual clusters
+  drawn without replacement, then its *crowded* part: one more window on every virtual cluster, on a
+  cluster drawn from ``CROWDED_CLUSTERS`` (the smallest two, where 8-GPU gangs fill a type).
 - **Generated workloads** (``hadar simulate --generate --multi-gpu``): ``GENERATED_JOBS`` jobs of
-  Gavel's generator at each of the set's loads (``DEV_LOADS``, ``HELDOUT_LOADS`` jobs/h).
+  Gavel's generator at each of the set's loads (``DEV_LOADS``, ``HELDOUT_LOADS`` jobs/h; the dev
+  set's crowded part adds ``CROWDED_LOADS`` on ``CROWDED_CLUSTERS``).
 - **Clusters**: each workload's drawn uniformly from ``CLUSTERS`` (4:8:12 to 16:16:16; 1, 4 or 8
-  GPUs per node).
+  GPUs per node), the crowded part's from ``CROWDED_CLUSTERS``.
+
+The held-out set is drawn first and reads nothing of the dev set: its windows avoid
+``HELDOUT_AVOIDS``, a stated list of days (the days the dev set's first four windows cover, as
+first drawn), so a change to the dev set's rule cannot move it. The dev set's first four windows
+are those days; its crowded windows avoid every held-out day.
 
 Disjoint by rule from each other and from every workload the rest of the project uses:
 
 - **Dates.** A window's days (its start and the ``SPAN_DAYS - 1`` after it) are all *free*: in
   ``CALENDAR`` and not in ``USED_DAYS``, the days any Philly workload of the docs, tests or benches
-  covers (their start dates, ``USED_DATES``, and every day up to their last job). A held-out
-  window also shares no day with any dev window, so no Philly row is in two sets.
+  covers (their start dates, ``USED_DATES``, and every day up to their last job). A dev window
+  also shares no day with any held-out window, so no Philly row is in two sets; a crowded window
+  shares no day with the dev set's first four windows.
 - **Seeds.** Everything else in the project imports Philly with job-type seed 0 and draws generated
   workloads with seeds below 100. Dev seeds are ``DEV_SEED`` + i (i = 1, 2, ...), held-out seeds
   ``HELDOUT_SEED`` + i: never the same, never below 100.
@@ -78,6 +86,16 @@ USED_SEEDS_BELOW = 100
 DEV_SEED, HELDOUT_SEED = 100, 200
 DEV_PHILLY = 4
 DEV_LOADS = (3.0, 9.0)
+#: the dev set's crowded part: a window on every virtual cluster and generated workloads at these loads,
+#: each on one of the two smallest clusters (8-GPU gangs fill a type there; every per-node size that
+#: CLUSTERS pairs with them)
+CROWDED_CLUSTERS = tuple(c for c in CLUSTERS if c[0] in ("4:8:12", "8:16:24"))
+CROWDED_LOADS = (12.0, 18.0)
+#: the days the held-out windows avoid: those of the dev set's first four windows as first drawn
+#: (6c71a0 from 2017-11-24, b436b2 from 11-26, ed69ec and 11cb48 from 10-27), stated here so that the
+#: held-out draw reads nothing of the dev set
+HELDOUT_AVOIDS = frozenset(date(2017, 10, 27) + timedelta(days=i) for i in range(3)) | frozenset(
+    date(2017, 11, 24) + timedelta(days=i) for i in range(5))
 HELDOUT_LOADS = (2.0, 6.0, 12.0)
 GENERATED_JOBS = 40
 SETS = ("dev", "heldout")
@@ -154,42 +172,59 @@ def free_starts(taken: frozenset[date] = frozenset()) -> list[date]:
     return out
 
 
-def _windows(rng: random.Random, vcs: list[str], base_seed: int, taken: frozenset[date]) -> list[Workload]:
-    """One window per virtual cluster, in order: a free start not shared with ``taken``, a cluster, a seed."""
+def _windows(rng: random.Random, vcs: list[str], base_seed: int, taken: frozenset[date],
+             clusters: tuple[tuple[str, int], ...] = CLUSTERS) -> list[Workload]:
+    """One window per virtual cluster, in order: a free start not shared with ``taken``, a cluster of
+    ``clusters``, a seed (``base_seed`` + 1, + 2, ...)."""
     out = []
     for i, vc in enumerate(vcs, start=1):
         start = rng.choice(free_starts(taken))
-        cluster, per_node = rng.choice(CLUSTERS)
+        cluster, per_node = rng.choice(clusters)
         name = f"{vc} {start:%m-%d} {cluster}" + (f" {per_node}/node" if per_node > 1 else "")
         out.append(Workload(name, cluster, per_node, base_seed + i, vc=vc, start=start.isoformat(),
                             jobs=window_jobs(vc)))
     return out
 
 
-def _generated(rng: random.Random, loads: tuple[float, ...], base_seed: int) -> list[Workload]:
+def _generated(rng: random.Random, loads: tuple[float, ...], base_seed: int,
+               clusters: tuple[tuple[str, int], ...] = CLUSTERS) -> list[Workload]:
     out = []
-    for i, rate in enumerate(loads, start=len(VIRTUAL_CLUSTERS) + 1):
-        cluster, per_node = rng.choice(CLUSTERS)
+    for i, rate in enumerate(loads, start=1):
+        cluster, per_node = rng.choice(clusters)
         name = f"gen {rate:g}/h {cluster}" + (f" {per_node}/node" if per_node > 1 else "")
         out.append(Workload(name, cluster, per_node, base_seed + i, jobs=GENERATED_JOBS, jobs_per_hour=rate))
     return out
 
 
+def _days_of(ws: tuple[Workload, ...] | list[Workload]) -> frozenset[date]:
+    return frozenset().union(*(w.days() for w in ws))
+
+
 def dev_set() -> tuple[Workload, ...]:
-    """The dev set: ``DEV_PHILLY`` windows on virtual clusters drawn by ``random.Random(DEV_SEED)``,
-    then ``DEV_LOADS`` generated workloads."""
+    """The dev set, drawn by ``random.Random(DEV_SEED)``: ``DEV_PHILLY`` windows on virtual clusters
+    drawn without replacement (as first drawn: their days are ``HELDOUT_AVOIDS``, which the held-out
+    windows avoid) and the ``DEV_LOADS`` generated workloads (seeds 101-104, 109-110), then the crowded
+    part: a window on every virtual cluster (sharing no day with a held-out window or the first four)
+    and the ``CROWDED_LOADS`` workloads, on ``CROWDED_CLUSTERS`` (seeds 111-118, 119-120)."""
     rng = random.Random(DEV_SEED)
+    held = _days_of(heldout_set())
+    n = len(VIRTUAL_CLUSTERS)
     vcs = rng.sample(VIRTUAL_CLUSTERS, DEV_PHILLY)
-    return (*_windows(rng, vcs, DEV_SEED, frozenset()), *_generated(rng, DEV_LOADS, DEV_SEED))
+    first = _windows(rng, vcs, DEV_SEED, frozenset())  # as first drawn: the held-out set avoids their days
+    gen = _generated(rng, DEV_LOADS, DEV_SEED + n)
+    crowded = _windows(rng, list(VIRTUAL_CLUSTERS), DEV_SEED + n + len(DEV_LOADS), held | _days_of(first),
+                       CROWDED_CLUSTERS)
+    more = _generated(rng, CROWDED_LOADS, DEV_SEED + 2 * n + len(DEV_LOADS), CROWDED_CLUSTERS)
+    return (*first, *gen, *crowded, *more)
 
 
 def heldout_set() -> tuple[Workload, ...]:
-    """The held-out set: a window on every virtual cluster (none sharing a day with a dev window),
+    """The held-out set: a window on every virtual cluster (none on a day of ``HELDOUT_AVOIDS``),
     drawn by ``random.Random(HELDOUT_SEED)``, then ``HELDOUT_LOADS`` generated workloads."""
     rng = random.Random(HELDOUT_SEED)
-    taken = frozenset().union(*(w.days() for w in dev_set()))
-    return (*_windows(rng, list(VIRTUAL_CLUSTERS), HELDOUT_SEED, taken),
-            *_generated(rng, HELDOUT_LOADS, HELDOUT_SEED))
+    n = len(VIRTUAL_CLUSTERS)
+    return (*_windows(rng, list(VIRTUAL_CLUSTERS), HELDOUT_SEED, HELDOUT_AVOIDS),
+            *_generated(rng, HELDOUT_LOADS, HELDOUT_SEED + n))
 
 
 def import_window(w: Workload, philly: Path, folder: Path) -> Path:

@@ -13,7 +13,6 @@ submitted (``scancel``): a cancelled Slurm job is a failed lease.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from hadar.clock import WallClock
 from hadar.model.job import Job, TrainSpec
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.throughput import ThroughputTable
-from hadar.runtime import emulation
 from hadar.slurm.commands import Slurm
 from hadar.slurm.executor import SlurmExecutor, SlurmOptions
 
@@ -57,9 +55,8 @@ def resolve(job: Job) -> Job:
 def executor(conf: Path, work: Path, given: ThroughputTable | None) -> tuple[SlurmExecutor, Doom]:
     slurm = Slurm(conf)
     doom = Doom(slurm, set())
-    options = SlurmOptions(work, partition=PARTITION, given=given, grace_s=GRACE_S, dilation=1.0, device="cpu")
+    options = SlurmOptions(work, partition=PARTITION, given=given, grace_s=GRACE_S, dilation="auto", device="cpu")
     ex = SlurmExecutor(slurm, WallClock(), options, on_submitted=doom)
-    ex.dilation = emulation.dilation(ex.cluster.num_gpus, os.cpu_count() or 1)
     return ex, doom
 
 

@@ -38,7 +38,7 @@ from hadar.model.plan import Lease, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
 from hadar.sim.executor import SimulatedExecutor
 from hadar.sources import Workload
-from tests.helpers import GreedyCountsPolicy, two_type_cluster
+from tests.helpers import GreedyCountsPolicy, load_scale, two_type_cluster
 
 
 @dataclass
@@ -111,16 +111,17 @@ def ray_executor(request: pytest.FixtureRequest) -> Iterator[Harness]:
                       # Rates are measured over the time a lease spends stepping (its train_s); its wall time
                       # adds dispatch, the job's start, a gang's process group and the checkpoint save:
                       # measured, a 2-GPU lease made 5.6 % fewer steps than rate x wall time (6 s rounds:
-                      # 9.5 %), a 1-GPU lease 0.1 %. 0.25 leaves room for a busier machine.
-                      rate_rtol=0.25,
+                      # 9.5 %), a 1-GPU lease 0.1 %. 0.5 leaves room for a busy machine (seen: a lease 30 %
+                      # below its estimate while a fresh clone's whole suite ran beside it), as Slurm's.
+                      rate_rtol=0.5,
                       # A W-GPU lease advances in whole iterations of W steps: one 2-GPU iteration.
                       step_slack=2.0,
                       # A lease starts no step after its deadline, so it ends one step later (a 2-GPU K80
                       # step: ~0.15 s), plus the gang's teardown, the save and Ray's answer: measured, 1-GPU
                       # leases ended <= 0.05 s and 2-GPU leases <= 0.75 s past the planned end on a quiet
-                      # machine, but 2.7 s past it at load 9 on 2 cores (stop 26); 5 s: room for a busy
-                      # machine (a lease later than the executor's 30 s grace would fail, not end late).
-                      time_slack_s=5.0,
+                      # machine, but 2.7 s past it at load 9 on 2 cores and 7.8 s at load 15; 5 s, times the
+                      # load per core where it is above 1 (tests.helpers.load_scale): room for a busy machine.
+                      time_slack_s=5.0 * load_scale(),
                       fail_next=lambda gpu: ray_harness.kill(warm.pool, gpu), prepare=prepare)
     finally:
         ray_harness.revive(warm.pool)
@@ -150,7 +151,7 @@ def slurm_executor(request: pytest.FixtureRequest) -> Iterator[Harness]:
                   step_slack=2.0,
                   # A lease stops at the round's end (a wall-clock deadline) after its current step, then
                   # saves and exits; Slurm's squeue sees it ended within a poll (0.1 s).
-                  time_slack_s=5.0,
+                  time_slack_s=5.0 * load_scale(),
                   fail_next=doom.gpus.add, prepare=prepare)
 
 
@@ -284,7 +285,8 @@ def test_forked_copies_together_never_exceed_the_jobs_remaining_steps(harness: H
     assert remaining - 2 * h.step_slack <= done <= remaining * (1 + 1e-12)
     # they stop once the job is done, halfway through the round (a real executor, whose pace strays by up to
     # rate_rtol on a busy machine, has up to the round's end)
-    assert report.end_s < plan.start_s + min(0.75 + h.rate_rtol, 1.0) * plan.duration_s
+    # (plus the time a lease may take past its deadline, as every report allows: seen 3 s on a loaded machine)
+    assert report.end_s < plan.start_s + min(0.75 + h.rate_rtol, 1.0) * plan.duration_s + h.time_slack_s
 
 
 def test_a_failed_lease_reports_no_steps(harness: Harness) -> None:

@@ -1,9 +1,12 @@
-"""Hadar against Gavel's LAS on the paper's 96-job and static traces (8:16:24), and the `compare` command.
+"""Hadar against Gavel's LAS: on the held-out set's generated workloads (docs/evaluation.md), the
+paper's 96-job and static traces (8:16:24), and the `compare` command.
 
-Checks what holds today (see docs/results.md): lower avg JCT and TTD than LAS, TTD
-within 1.05x of the bound, FTF mean no worse than 5% over LAS's, and
-YARN-CS far behind; on the static trace, the JCT floor above half of LAS's
-excess stretch. Runs in about 20 seconds.
+The win asserted is the held-out one: on the held-out set's three generated workloads (no Philly
+table needed; Hadar's defaults were not chosen on them) Hadar meets the evaluation's goals against
+LAS (`jct`, `p99`, `ftf`). On the 96-job and static traces, which the defaults were tuned on, the
+tests check what holds today (see docs/results.md) as regressions, not as evidence: lower avg JCT
+and TTD than LAS, TTD within 1.05x of the bound, YARN-CS far behind; on the static trace, the JCT
+floor above half of LAS's excess stretch. The held-out tests take 3.5 minutes under a load average of 25.
 """
 
 from __future__ import annotations
@@ -11,18 +14,32 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from hadar.config import parse_cluster
+from hadar.evaluation import heldout_set
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
+from tests.helpers import load_bench
 
 
 @pytest.fixture(scope="module")
 def runs(table):
     jobs, cluster = read_jobs("max_min_fairness"), parse_cluster("8:16:24")
     return {p: simulate(jobs, cluster, table, p).summary for p in ("hadar", "max_min_fairness_perf", "yarn_cs")}
+
+
+@pytest.mark.parametrize("name", [w.name for w in heldout_set() if not w.philly])
+def test_hadar_meets_the_goals_on_the_heldout_generated_workloads(name: str) -> None:
+    bench = load_bench("bench_heldout")
+    w = next(w for w in heldout_set() if w.name == name)
+    with tempfile.TemporaryDirectory() as tmp:
+        m = bench.measure(w, Path(tmp), Path(tmp), bench.Runs(policies="hadar"))
+    ok = bench.goals(m["results"])
+    assert m["jobs"] == 40 and ok["jct"] and ok["p99"] and ok["ftf"], (name, ok)
 
 
 def test_hadar_beats_las_on_jct_and_ttd(runs) -> None:

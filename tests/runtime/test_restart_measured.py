@@ -13,8 +13,9 @@ from tests.runtime.test_cli_run import CLUSTER_YAML, _write
 
 @pytest.mark.runtime
 def test_jobs_csv_reports_a_measured_restart_s_that_a_simulation_reads_back(ray_session, tmp_path, capsys):
-    jobs = _write(tmp_path, "jobs.yaml", "jobs:\n  - {job_type: lstm, total_steps: 200}\n"
-                  "  - {job_type: recoder, total_steps: 400, arrival_s: 1}\n")
+    # a job's first lease measures its restart cost (its start to its first step): a few rounds each are enough
+    jobs = _write(tmp_path, "jobs.yaml", "jobs:\n  - {job_type: lstm, total_steps: 60}\n"
+                  "  - {job_type: recoder, total_steps: 120, arrival_s: 1}\n")
     cluster = _write(tmp_path, "cluster.yaml", CLUSTER_YAML)
     out = tmp_path / "out"
     assert main(["run", "--cluster", cluster, "--jobs", jobs, "--policy", "fifo", "--round-s", "3",

@@ -11,6 +11,7 @@ from hadar.model.job import Job
 from hadar.runtime import aggregate, checkpoint, workloads
 from hadar.runtime.demo import demo_cluster
 from hadar.runtime.run import run
+from tests.helpers import load_scale
 
 pytestmark = pytest.mark.runtime
 
@@ -30,7 +31,7 @@ def test_hadare_forks_merges_and_survives_a_copy_dying_mid_round(ray_session, tm
             threading.Timer(0.8, victim["pool"].kill, args=(copies[-1].gpus[0],)).start()
 
     res = run(jobs, demo_cluster(), "hadare", round_s=3.0, checkpoint_dir=tmp_path, on_pool=on_pool,
-              on_dispatch=on_dispatch, grace_s=20.0)
+              on_dispatch=on_dispatch, grace_s=20.0 * load_scale())
     s = res.summary
     assert s["jobs_completed"] == 2 and "round" in victim
     assert s["forked_job_rounds"] >= 1 and s["failed_leases"] == 1 and s["worker_replacements"] == 1
@@ -71,14 +72,15 @@ def test_a_gang_wider_than_a_node_trains_as_one_synchronous_lease_under_a_fork_e
 
     cluster = gang_cluster()
     half = ForkEfficiency({}, job_types={}, default=0.5)
-    res = run([Job(0, "resnet", 2, 300)], cluster, "hadare", round_s=3.0, checkpoint_dir=tmp_path,
+    # 200 steps: the prior (30 steps/s a copy, 3 s rounds) leaves room for a second copy in the first round
+    res = run([Job(0, "resnet", 2, 200)], cluster, "hadare", round_s=3.0, checkpoint_dir=tmp_path,
               fork_efficiency=half)
     assert res.summary["jobs_completed"] == 1
     leases = [e for e in res.events if e["event"] == "lease"]
     assert leases and all(len(e["gpus"]) == 2 and e["copy"] == 0 for e in leases)
     assert not [e for e in res.events if e["event"] == "merge"]
     assert res.summary["forked_job_rounds"] == 0
-    ideal = run([Job(0, "resnet", 2, 300)], cluster, "hadare", round_s=3.0, checkpoint_dir=tmp_path / "ideal")
+    ideal = run([Job(0, "resnet", 2, 200)], cluster, "hadare", round_s=3.0, checkpoint_dir=tmp_path / "ideal")
     copies = [e for e in ideal.events if e["event"] == "lease"]
     assert copies and all(len(e["gpus"]) == 1 for e in copies)  # one copy per node, merged every round
     assert [e for e in ideal.events if e["event"] == "merge"]

@@ -155,7 +155,7 @@ def test_a_node_of_a_new_gpu_type_adds_its_column(tmp_path):
     grown = cluster.with_node(Node("b", "k80", 2))
     executor.nodes = _Watcher(grown)
     change = executor.cluster_view()
-    assert change is not None and change.cluster == grown and executor.book.cluster == grown
+    assert change is not None and change.cluster == grown and executor.book.cluster() == grown
     assert change.table is not None and change.table.get(job.job_type, 1, "k80") > 0
     assert executor.tracker.types == ("v100", "k80")
     executor.book.observe(_lease(job, (2,)), 30.0, 3.0, 1.0)

@@ -19,7 +19,7 @@ from hadar.errors import InputError
 from hadar.model.cluster import Cluster, Node
 from hadar.model.job import Job
 from hadar.runtime.nodes import NodeWatcher
-from hadar.runtime.pool import NodePin
+from hadar.runtime.pool import NodePin, moved
 from hadar.service import auth
 from hadar.service.source import LiveSource
 from hadar.service.specs import check_limits, job_from_spec, parse_job_file, to_new_jobs
@@ -120,12 +120,11 @@ class FakePool:
         self.replaced: list[int] = []
         self.grown: list[str] = []
 
-    def replace(self, gpu: int) -> None:
-        self.replaced.append(gpu)
-
-    def grow(self, cluster: Cluster, pins: dict[str, NodePin]) -> None:
+    def follow(self, cluster: Cluster, pins: dict[str, NodePin]) -> None:  # WorkerPool.follow, without Ray
+        joined, back = moved(self.cluster, cluster)
+        self.grown += [cluster.nodes[n].name for n in joined]
+        self.replaced += [g for n in back for g in self.cluster.gpus_of_node(n)]
         self.pins.update(pins)
-        self.grown += list(pins)
         self.cluster = cluster
 
 

@@ -26,8 +26,7 @@ GRACE_S = 45.0  # every rank imports torch before its first step: 10-30 s at loa
 
 def test_gangs_on_one_node_and_across_two_run_data_parallel_through_srun(slurm_idle: LocalSlurm, tmp_path):
     ex = SlurmExecutor(Slurm(slurm_idle.conf), WallClock(), SlurmOptions(tmp_path / "w", device="cpu",
-                                                                              grace_s=GRACE_S))
-    ex.dilation = 1.0
+                                                                              dilation=1.0, grace_s=GRACE_S))
     cluster = ex.cluster
     node = {n.name: i for i, n in enumerate(cluster.nodes)}
     one_node = cluster.gpus_of_node(node["a-v100"])  # 2 V100 on one node

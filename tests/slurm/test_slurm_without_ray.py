@@ -21,11 +21,13 @@ CODE = ("import sys; sys.modules['ray'] = None; from hadar.cli import main; code
 
 
 def test_hadar_run_slurm_completes_a_job_without_ray(slurm_idle: LocalSlurm, tmp_path):
+    # rounds of 30 s: the job's 40 steps fit in its first lease, which ends the round early (6 s rounds made one
+    # step a lease at load 20, where the lease's process took most of the round to start: 20 rounds, 244 s)
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text(f"jobs:\n  - {{name: s, entrypoint: '{SLEEPER}:train', total_steps: 40, "
                     "emulate_as: 'ResNet-18 (batch size 64)', args: {step_s: 0.02}}\n")
     out = subprocess.run([sys.executable, "-c", CODE, "run", "--slurm", "--jobs", str(jobs), "--partition", "e2e",
-                          "--round-s", "6", "--out", str(tmp_path / "out"), "--json", "--no-progress"],
+                          "--round-s", "30", "--out", str(tmp_path / "out"), "--json", "--no-progress"],
                          env={**slurm_idle.env, "PYTHONPATH": str(SRC)}, capture_output=True, text=True, timeout=300,
                          check=False)
     assert out.returncode == 0, out.stderr[-2000:]

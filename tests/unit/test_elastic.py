@@ -1,4 +1,4 @@
-"""Elastic jobs (issue 40, item 3): a GPU-count range per job, Hadar sizing it by goodput each round (every
+"""Elastic jobs (issue 40, item 3): a GPU-count range per job, Hadar choosing its GPU type and count each round (every
 change paying the restart), and ``hadar trace import sia --efficiency / --jobs scale-gpus``."""
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ CLUSTER = parse_cluster("v100=4", gpus_per_node=4)
 
 
 def _view(job_id: int, ran: int = 0, restart_s: float = 0.0, gpu_range: tuple[int, int] | None = (1, 4),
-          sf: int = 1) -> JobView:
-    return JobView(job_id, TOY, sf, 1.0, 0.0, 1e4, 1e4, TABLE.row(TOY, sf, ("v100",)),
+          sf: int = 1, left: float = 1e4) -> JobView:
+    return JobView(job_id, TOY, sf, 1.0, 0.0, 1e4, left, TABLE.row(TOY, sf, ("v100",)),
                    previous_gpus=tuple(range(ran)), restart_s=restart_s, gpu_range=gpu_range)
 
 
@@ -40,25 +40,57 @@ def _counts(*views: JobView) -> list[int]:
     return [j.scale_factor for j in sized(state).jobs]
 
 
-def test_spare_gpus_go_to_the_most_speedup_per_gpu() -> None:
-    # alone: from 1 GPU, 3 GPUs add 1.7 / 2 = 0.85 a GPU (2: 0.8, 4: 0.67); then 3 -> 4 adds 0.3: all 4
+def test_spare_gpus_go_to_the_most_rate_of_finishing_per_gpu() -> None:
+    # alone (value G / R, R = 1e4): 1 GPU first (1 a GPU; 2: 0.9, 3: 0.9, 4: 0.75), then 3 (1.7 / 2 = 0.85 a
+    # GPU; 2: 0.8, 4: 0.67), then 3 -> 4 adds 0.3: all 4
     assert _counts(_view(0)) == [4]
-    # two alike: 2 spare GPUs; the first job's jump to 3 (0.85 a GPU) wins the tie with the second's
+    # two alike: each gets 1 (1 a GPU), then the first job's jump to 3 (0.85 a GPU) wins the tie
     assert _counts(_view(0), _view(1)) == [3, 1]
-    # a rigid job asking for 2 leaves 1 spare: the elastic job goes to 2
+    # the second with half the work left: its GPUs are worth twice as much; it takes 3 first
+    assert _counts(_view(0), _view(1, left=5e3)) == [1, 3]
+    # a rigid job asking for 2 leaves 2: the elastic job gets them
     rigid = _view(1, gpu_range=None, sf=2)
     assert _counts(_view(0), rigid) == [2, 2]
-    # rigid jobs asking for the whole cluster: the elastic job at its least
-    assert _counts(_view(0), _view(1, gpu_range=None, sf=4)) == [1, 4]
+    # rigid jobs asking for the whole cluster: the elastic job gets nothing, and no rate (Hadar leaves it out)
+    state = sized(SchedulerState(0.0, 360.0, CLUSTER, (_view(0), _view(1, gpu_range=None, sf=4)), TABLE))
+    assert state.jobs[0].scale_factor == 1 and state.jobs[0].throughputs == (0.0,)
 
 
-def test_a_move_must_be_worth_its_restart() -> None:
-    # ran on 1 GPU, a 180 s restore in a 360 s round halves any other count's goodput: 4 GPUs = 1.5, still worth it
-    assert _counts(_view(0, ran=1, restart_s=180.0)) == [4]
-    # a 300 s restore leaves a sixth: 4 GPUs are worth 0.5 of staying on 1: it stays
-    assert _counts(_view(0, ran=1, restart_s=300.0)) == [1]
-    # a job that never ran pays its restore anyway: no discount
-    assert _counts(_view(0, restart_s=300.0)) == [4]
+def test_a_move_must_finish_the_job_sooner_restore_paid() -> None:
+    """Ran on 1 GPU (1 step/s), a 300 s restore to move: on 4 GPUs (3 steps/s) its remaining ``R`` steps take
+    R / 3 + 300 s against R s staying."""
+    assert _counts(_view(0, ran=1, restart_s=300.0)) == [4]  # 1e4 steps: 3,633 s against 10,000 s
+    # 300 steps: 400 s on 4 against 300 s staying (2: 467 s, 3: 411 s): it stays
+    assert _counts(_view(0, ran=1, restart_s=300.0, left=300.0)) == [1]
+    # 600 steps: 500 s on 4, 522 s on 3, against 600 s: it moves
+    assert _counts(_view(0, ran=1, restart_s=300.0, left=600.0)) == [4]
+    # a job that has not run pays its restore anywhere: no discount
+    assert _counts(_view(0, restart_s=300.0, left=300.0)) == [4]
+
+
+#: steps/s on 1 and 2 GPUs: the V100 scales, the K80 hardly
+TWO = ThroughputTable.from_gavel_json({"v100": {f"('{TOY}', 1)": {"null": 1.0}, f"('{TOY}', 2)": {"null": 1.8}},
+                                       "k80": {f"('{TOY}', 1)": {"null": 0.5}, f"('{TOY}', 2)": {"null": 0.6}}})
+
+
+def test_each_job_gets_a_type_and_a_count_sized_on_that_type() -> None:
+    """2 V100s, 2 K80s, two jobs of 1 to 2 GPUs that never ran, 1,000 and 4,000 steps left. Value G / R: the
+    short job's V100 1e-3 a GPU (2 V100s: 0.9e-3), the long one's 2.5e-4: the short job takes a V100, then
+    the second (0.8e-3 a GPU); the long job then gets a K80 (1.25e-4), then the second (0.25e-4). Each view
+    has its rate on its own type only."""
+    cluster = parse_cluster("v100=2,k80=2", gpus_per_node=2)
+
+    def run(left: tuple[float, float]) -> list[tuple[int, dict[str, float]]]:
+        views = tuple(JobView(i, TOY, 1, 1.0, 0.0, 1e4, n, TWO.row(TOY, 1, cluster.gpu_types), gpu_range=(1, 2))
+                      for i, n in enumerate(left))
+        out = sized(SchedulerState(0.0, 360.0, cluster, views, TWO)).jobs
+        return [(j.scale_factor, dict(zip(cluster.gpu_types, j.throughputs, strict=True))) for j in out]
+
+    assert run((1e3, 4e3)) == [(2, {"v100": 1.8, "k80": 0.0}), (2, {"v100": 0.0, "k80": 0.6})]
+    assert run((4e3, 1e3)) == [(2, {"v100": 0.0, "k80": 0.6}), (2, {"v100": 1.8, "k80": 0.0})]
+    # alike: a V100 each (the second job's first V100, 1e-3, beats the first job's second, 0.8e-3); the K80s
+    # stay idle: one V100 (1 step/s) is faster than both K80s (0.6)
+    assert run((1e3, 1e3)) == [(1, {"v100": 1.0, "k80": 0.0}), (1, {"v100": 1.0, "k80": 0.0})]
 
 
 def test_hadar_runs_an_elastic_job_on_the_count_it_chose_and_rigid_jobs_as_they_ask() -> None:
@@ -122,8 +154,8 @@ def test_sia_import_scale_gpus_gives_a_range_and_a_rate_per_count(tmp_path) -> N
 
 
 def test_counts_a_job_cannot_run_on_are_left_out() -> None:
-    """No rate on 1 GPU (too big a batch for one): the least count it can run on is 2; 3 GPUs (2's rate x 3/2)
-    add 0.5 a GPU, 4 (the same rate as 3) nothing more: 3."""
+    """No rate on 1 GPU (too big a batch for one): 2 GPUs and 3 (2's rate x 3/2) are worth 0.5 a GPU each
+    (per step left), the tie to the smaller count; 2 -> 3 adds 0.5, 4 (the same rate as 3) nothing more: 3."""
     odd = "odd (batch size 400)"
     table = ThroughputTable.from_gavel_json({"v100": {f"('{odd}', {k})": {"null": r} for k, r in
                                                       ((1, 0.0), (2, 1.0), (4, 1.5))}})

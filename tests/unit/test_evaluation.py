@@ -45,13 +45,48 @@ def named_seeds(text: str) -> set[int]:
     return {int(n) for n in re.findall(r"\bseeds?(?:=| |: ?|\()(\d+)\b", text, re.I)}
 
 
+#: the held-out set as first reported (docs/evaluation.md): it must never move
+HELDOUT = (("6214e9", "2017-10-21", "8:16:24", 4, 201), ("11cb48", "2017-10-12", "8:16:24", 1, 202),
+           ("6c71a0", "2017-12-03", "8:16:24", 8, 203), ("b436b2", "2017-10-12", "16:16:16", 1, 204),
+           ("ee9e8c", "2017-11-02", "4:8:12", 1, 205), ("0e4a51", "2017-11-11", "8:16:24", 8, 206),
+           ("ed69ec", "2017-11-11", "16:16:16", 1, 207), ("2869ce", "2017-11-04", "8:16:24", 4, 208),
+           (2.0, "", "4:8:12", 4, 209), (6.0, "", "8:16:24", 8, 210), (12.0, "", "12:12:12", 4, 211))
+
+
+def test_the_heldout_set_is_the_one_first_reported_and_reads_nothing_of_the_dev_set(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    held = ev.heldout_set()
+    assert [(w.vc or w.jobs_per_hour, w.start, w.cluster, w.gpus_per_node, w.seed) for w in held] == list(HELDOUT)
+    assert [w.name for w in held][:3] == ["6214e9 10-21 8:16:24 4/node", "11cb48 10-12 8:16:24",
+                                         "6c71a0 12-03 8:16:24 8/node"]
+    assert [w.jobs for w in held] == [60, 60, 60, 60, 40, 40, 40, 20, 40, 40, 40]
+
+    def no_dev() -> None:
+        raise AssertionError("the held-out draw read the dev set")
+    monkeypatch.setattr(ev, "dev_set", no_dev)
+    assert ev.heldout_set() == held
+
+
 def test_the_sets_are_fixed_and_of_the_stated_shape() -> None:
     dev, held = ev.dev_set(), ev.heldout_set()
     assert ev.dev_set() == dev and ev.heldout_set() == held  # drawn from stated seeds, nothing else
-    assert len(dev) == ev.DEV_PHILLY + len(ev.DEV_LOADS) == 6
-    assert len(held) == len(ev.VIRTUAL_CLUSTERS) + len(ev.HELDOUT_LOADS) == 11
+    n = len(ev.VIRTUAL_CLUSTERS)
+    assert len(dev) == ev.DEV_PHILLY + len(ev.DEV_LOADS) + n + len(ev.CROWDED_LOADS) == 16
+    assert len(held) == n + len(ev.HELDOUT_LOADS) == 11
     assert [w.vc for w in held if w.philly] == list(ev.VIRTUAL_CLUSTERS)  # every virtual cluster once
-    assert len({w.vc for w in dev if w.philly}) == ev.DEV_PHILLY
+    assert len({w.vc for w in dev[:ev.DEV_PHILLY]}) == ev.DEV_PHILLY
+    crowded = dev[ev.DEV_PHILLY + len(ev.DEV_LOADS):]
+    assert [w.vc for w in crowded if w.philly] == list(ev.VIRTUAL_CLUSTERS)  # the crowded part: every one
+    assert [w.jobs_per_hour for w in crowded if not w.philly] == list(ev.CROWDED_LOADS)
+    assert all((w.cluster, w.gpus_per_node) in ev.CROWDED_CLUSTERS for w in crowded)
+    assert {c for c, _ in ev.CROWDED_CLUSTERS} == {"4:8:12", "8:16:24"}
+    first = set().union(*(w.days() for w in dev[:ev.DEV_PHILLY]))
+    assert first == ev.HELDOUT_AVOIDS  # the first four windows as first drawn: the days the held-out set avoids
+    assert [w.name for w in dev[:6]] == ["6c71a0 11-24 12:12:12", "b436b2 11-26 16:16:16 4/node",
+                                         "ed69ec 10-27 16:16:16 4/node", "11cb48 10-27 4:8:12 4/node",
+                                         "gen 3/h 16:16:16", "gen 9/h 8:16:24 8/node"]
+    assert not any(w.days() & first for w in crowded)
+    assert [w.seed for w in dev] == [*range(101, 105), 109, 110, *range(111, 121)]
     assert sorted(w.jobs_per_hour for w in held if not w.philly) == sorted(ev.HELDOUT_LOADS)
     for w in (*dev, *held):
         assert (w.cluster, w.gpus_per_node) in ev.CLUSTERS
@@ -64,9 +99,10 @@ def test_the_sets_are_fixed_and_of_the_stated_shape() -> None:
 
 def test_dev_and_heldout_share_no_day_date_or_seed() -> None:
     dev, held = ev.dev_set(), ev.heldout_set()
-    dev_days = set().union(*(w.days() for w in dev))
-    for w in held:
-        assert not w.days() & dev_days, w.name  # no Philly job is in both sets
+    held_days = set().union(*(w.days() for w in held))
+    assert not held_days & ev.HELDOUT_AVOIDS
+    for w in dev:
+        assert not w.days() & held_days, w.name  # no Philly job is in both sets
     assert not {w.start for w in held if w.philly} & {w.start for w in dev if w.philly}
     assert not {w.seed for w in dev} & {w.seed for w in held}
     assert all(ev.DEV_SEED < w.seed < ev.HELDOUT_SEED for w in dev)
@@ -91,7 +127,8 @@ def test_the_dates_and_seeds_used_elsewhere_are_the_ones_excluded() -> None:
         dates.update(dict.fromkeys(named_dates(text), p.name))
         seeds.update(dict.fromkeys(named_seeds(text), p.name))
     assert date(2017, 10, 16) in dates and date(2017, 11, 20) in dates  # the scan sees the docs' windows
-    stray = {d: f for d, f in dates.items() if d not in ev.USED_DAYS}
+    own = set().union(*(w.days() for w in (*ev.dev_set(), *ev.heldout_set())))  # docs may name the sets' windows
+    stray = {d: f for d, f in dates.items() if d not in ev.USED_DAYS | own}
     assert not stray, f"dates named outside the evaluation and not excluded by hadar.evaluation: {stray}"
     big = {s: f for s, f in seeds.items() if s >= ev.USED_SEEDS_BELOW}
     assert not big, f"seeds of {ev.USED_SEEDS_BELOW} or more used outside the evaluation: {big}"

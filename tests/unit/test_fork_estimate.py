@@ -114,5 +114,37 @@ def test_the_pace_guard_gives_no_copy_that_adds_nothing(table) -> None:
     state = ledger.snapshot(0.0)
     for model, copies in ((None, 5), (ForkModel().for_estimate(), 1)):
         policy = create("hadare")
-        policy.fork_model = model
+        policy.fork_estimate = model
         assert len(policy.allocate(state).copies[0]) == copies
+
+
+def test_hadare_reads_a_jobs_measured_merge_rho_in_place_of_the_models(table) -> None:
+    """The runtime measures each merge's drift factor (``MergeGain.rho``, the ledger's mean of them is the job's
+    ``merge_rho``): HadarE's estimate for that job takes it in place of the model's rho(f). Measured low, the
+    copies of a ResNet-18 job on an idle five-node cluster are worth less than one copy alone, so it runs as one;
+    unmeasured, it runs as four (the model's rho 0.8)."""
+    from hadar.mechanism.ledger import JobLedger
+    from hadar.policies import create
+
+    cluster = parse_cluster(str(DATA / "clusters" / "physical_5x1.yaml"))
+    est = ForkModel().for_estimate()
+
+    def allocate(rho: float | None):
+        ledger = JobLedger(cluster, table, 360.0)
+        ledger.add(Job(0, "ResNet-18 (batch size 32)", 1, 200_000))
+        if rho is not None:
+            rec = ledger.records[0]
+            rec.rho_sum, rec.rho_n = rho, 1
+        state = ledger.snapshot(0.0)
+        policy = create("hadare")
+        policy.fork_estimate = est
+        return policy, state, policy.allocate(state)
+
+    policy, state, unmeasured = allocate(None)
+    assert len(unmeasured.copies[0]) == 4
+    view = state.jobs[0]
+    assert policy._factor(state, view)(3) == pytest.approx(est.rate_factor(view.job_type, 3, 0.0, 360.0))
+    policy, state, low = allocate(0.2)
+    factor = policy._factor(state, state.jobs[0])
+    assert factor(1) == 1.0 and factor(3) == pytest.approx(est.rate_factor(view.job_type, 3, 0.0, 360.0) * 0.2 / 0.8)
+    assert len(low.copies[0]) == 1

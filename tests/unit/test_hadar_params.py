@@ -36,7 +36,7 @@ def test_former_constants_are_advanced_parameters_with_their_old_values() -> Non
     params = e.parameters()
     assert {k: params[k] for k in FORMER_CONSTANTS} == FORMER_CONSTANTS
     assert set(params) - e.advanced() == CORE
-    assert e.advanced() == set(ADVANCED_NAMES) and len(ADVANCED_NAMES) == 26
+    assert e.advanced() == set(ADVANCED_NAMES) and len(ADVANCED_NAMES) == 27
     assert HadarEAdvanced().match_floor == 0.01 and "match_floor" in entry("hadare").advanced()
     assert set(entry("hadare").parameters()) - entry("hadare").advanced() == CORE | {"fork"}
 
@@ -176,9 +176,9 @@ def _weights_seen(policy: HadarEPolicy, monkeypatch: pytest.MonkeyPatch) -> list
     """What ``policy`` passes its placement as type weights, with a forking LP where no type fits any job."""
     seen: list[object] = []
     own = policy._own_gpus
-    monkeypatch.setattr(policy, "_lp", lambda state: (1e4, np.zeros((2, 2))))
-    monkeypatch.setattr(policy, "_own_gpus", lambda state, h, rel, weight, warm=None: seen.append(weight) or own(
-        state, h, rel, weight, warm))
+    monkeypatch.setattr(policy, "_lp", lambda state: (1e4, np.zeros((2, 2)), np.zeros(2, dtype=bool)))
+    monkeypatch.setattr(policy, "_own_gpus", lambda state, lp, weight, warm=None: seen.append(weight) or own(
+        state, lp, weight, warm))
     return seen
 
 
@@ -199,3 +199,21 @@ def test_jct_plan_shape_defaults_are_the_plans_of_before() -> None:
     explicit = jct_plan(w, np.ones(2), 360.0, total, shape=PlanShape(3, 3.0, 5.0, 1e-3))
     assert default is not None and explicit is not None
     assert default[0].tobytes() == explicit[0].tobytes() and default[1].tobytes() == explicit[1].tobytes()
+
+
+def test_ftf_guard_puts_first_the_jobs_that_would_break_it() -> None:
+    from hadar.policies.hadar.pace import at_risk
+
+    # one fast GPU, two jobs waiting since 0 at t = 3000 s: 4 steps/s; isolated: half the GPU each, so
+    # job 0 (4000 steps) 2000 s alone, job 1 (2000 steps) 1000 s. A round (360 s) on the slowest type
+    # (the only one) then the best: job 0 done at 3000 + 360 + 640 = 4000 s, job 1 at 3500 s
+    st = state_of(ONE_FAST, [job(0, "long", 4000), job(1, "short", 2000)], now=3000.0)
+    w = Work(np.array([[4.0], [4.0]]), np.array([4000.0, 2000.0]), np.ones(2, dtype=int), np.array([1]))
+    assert at_risk(st, w, None) is None
+    got = at_risk(st, w, 2.5)  # 4000 <= 2.5 x 2000, 3500 > 2.5 x 1000
+    assert got is not None and got.tolist() == [False, True]
+    got = at_risk(st, w, 1.5)
+    assert got is not None and got.tolist() == [True, True]
+    assert at_risk(st, w, 4.0) is None
+    with pytest.raises(InputError, match="ftf_guard must be >= 1"):
+        create("hadar", ftf_guard=0.5)

@@ -131,3 +131,42 @@ def test_hadar_run_slurm_flags_checked_first(capsys, argv, message) -> None:
     assert main(["run", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+class _Sinfo:
+    """A Slurm that answers sinfo only (the executor's construction asks nothing else)."""
+
+    def waiting(self, retry_s: float) -> _Sinfo:
+        return self
+
+    def nodes(self) -> list[dict]:
+        return [_node("a", "gpu:v100:2"), _node("b", "gpu:k80:1")]
+
+
+class _Users:
+    refreshed = 0
+
+    def refresh(self) -> frozenset[str]:
+        self.refreshed += 1
+        return frozenset({"b"})
+
+
+def test_the_slurm_executors_settings_are_construction_arguments(tmp_path) -> None:
+    import os
+
+    from hadar.clock import WallClock
+    from hadar.runtime import emulation
+    from hadar.slurm.executor import SlurmExecutor, SlurmOptions
+    from hadar.slurm.serve import ServiceExecutor
+
+    fake = _Sinfo()
+    auto = SlurmExecutor(fake, WallClock(), SlurmOptions(tmp_path / "a", dilation="auto", round_base=7))  # type: ignore[arg-type]
+    assert auto.dilation == emulation.dilation(3, os.cpu_count() or 1) and auto.round_base == 7
+    plain = SlurmExecutor(fake, WallClock(), SlurmOptions(tmp_path / "p"))  # type: ignore[arg-type]
+    assert plain.dilation is None and plain.round_base == 0
+    users, feed = _Users(), object()
+    served = ServiceExecutor(fake, WallClock(), SlurmOptions(tmp_path / "s", dilation=2.0),  # type: ignore[arg-type]
+                             users=users, feed=feed)  # type: ignore[arg-type]
+    assert served.users is users and served.feed is feed and served.dilation == 2.0
+    assert users.refreshed == 0 and served.cluster.down == frozenset()  # the first sinfo read counts no user job
+    assert served.read_cluster().down == frozenset({"b"}) and users.refreshed == 1  # later reads hold the users' nodes

@@ -52,6 +52,26 @@ class Context:
         self.profiling = spec.mode == "profile"
         self._noise: Any = None
 
+    # ---- batch and learning rate (adaptive jobs) ---------------------------------------------
+    @property
+    def batch_size(self) -> int | None:
+        """The global batch to train at in this lease (the scheduler's choice for an adaptive job, the
+        job's own for a rigid one); None where the job file names no batch (train at your own). Each
+        rank's share is ``batch_size // world_size``."""
+        b = self._spec.batch
+        return round(b) if b > 0 else None
+
+    @property
+    def lr_scale(self) -> float:
+        """What to multiply the learning rate tuned for the job's own batch by at ``batch_size`` (its
+        ``lr_rule``; ``adascale`` reads the live noise meter once it has measured, ``hadar.job.goodput``);
+        1 for a rigid job."""
+        from hadar.job.goodput import lr_scale
+
+        spec = self._spec
+        bn = self._noise.noise_scale if self._noise is not None else None
+        return lr_scale(spec.lr_rule, spec.batch, spec.own_batch, bn if bn is not None else spec.noise_scale)
+
     # ---- state -------------------------------------------------------------------------
     def load_state(self) -> dict[str, Any] | None:
         """The dict this job saved last, or None at its first start (or if it never saved)."""
@@ -224,5 +244,9 @@ class Context:
                                       "from scratch at every lease")
         if self._noise is not None:
             self._out.metrics.update(self._noise.metrics())
+        from hadar.job.goodput import HOLDOUT, HOLDOUT_START
+
+        if HOLDOUT in self._out.first_metrics and HOLDOUT in self._out.metrics:
+            self._out.metrics[HOLDOUT_START] = self._out.first_metrics[HOLDOUT]
         self._out.finished = self.finished
         return ""

@@ -37,6 +37,12 @@ class LeaseSpec:
     - ``speed``: emulated GPU speed in (0, 1]: each step is stretched to last step time / speed.
     - ``target_metric`` / ``target``: the job ends once ``ctx.report`` gives the metric (``-name``:
       lower is better) a value at or past ``target``; the lease then stops after that step.
+    - ``batch``: the global batch this lease runs at (an adaptive job's: the scheduler's choice for this
+      lease; a rigid job's: its own; 0 = the scheduler knows no batch for the job); ``own_batch``: the job's
+      own batch (the one its learning rate is set for), ``lr_rule`` the rule it scales its learning rate
+      with at another batch (``adascale``, ``sqrt``, ``linear``; "" = none) and ``noise_scale`` the
+      scheduler's gradient noise scale for the job at dispatch (measured, else its profile's; None = none):
+      ``ctx.batch_size`` and ``ctx.lr_scale`` (``hadar.job.goodput``).
     """
 
     job_id: int
@@ -69,6 +75,10 @@ class LeaseSpec:
     digest: bool = False
     target_metric: str = ""
     target: float | None = None
+    batch: float = 0.0
+    own_batch: float = 0.0
+    lr_rule: str = ""
+    noise_scale: float | None = None
 
     @property
     def forked(self) -> bool:

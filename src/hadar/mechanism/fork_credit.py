@@ -40,19 +40,24 @@ from hadar.model.throughput import ThroughputTable
 _GAIN = 1e-9  # a change must beat the copies as they are by this relative margin
 
 
+def copy_factor(efficiency: ForkSetting, job_type: str, m: int, fraction: float, round_s: float) -> float:
+    """eff(m), the share of a job's m copies' summed table rate credited in a round: ``ForkEfficiency.factor``,
+    or the ``ForkModel``'s ``rate_factor`` at the job's progress ``fraction`` with the round's merge time
+    (``round_s``). The planner's and HadarE's one reading of an estimate."""
+    if isinstance(efficiency, ForkModel):
+        return efficiency.rate_factor(job_type, m, fraction, round_s)
+    return efficiency.factor(job_type, m)
+
+
 class _Factor:
-    """eff(m) of one job's m copies: ``ForkEfficiency.factor``, or the ``ForkModel``'s ``rate_factor`` at the
-    job's progress ``fraction`` with the round's merge time (``round_s``)."""
+    """eff(m) of one job's m copies (``copy_factor``) at the job's progress ``fraction`` in a round of ``round_s``."""
 
     def __init__(self, efficiency: ForkSetting, job_type: str, fraction: float, round_s: float) -> None:
         self.efficiency, self.job_type, self.fraction, self.round_s = efficiency, job_type, fraction, round_s
         self.ideal = efficiency.ideal
 
     def factor(self, job_type: str, m: int) -> float:
-        e = self.efficiency
-        if isinstance(e, ForkModel):
-            return e.rate_factor(job_type, m, self.fraction, self.round_s)
-        return e.factor(job_type, m)
+        return copy_factor(self.efficiency, job_type, m, self.fraction, self.round_s)
 
 
 def credited_copies(cluster: Cluster, table: ThroughputTable, efficiency: ForkSetting, job_type: str, w: int,

@@ -43,6 +43,7 @@ from hadar.model.fork_efficiency import IDEAL
 from hadar.model.fork_model import ForkSetting
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, SchedulerState
+from hadar.model.throughput import ThroughputTable
 
 EPS = 1e-12
 
@@ -287,3 +288,31 @@ def copies_rate(cluster: Cluster, rates: FloatArray, type_index: Mapping[str, in
     for n in sorted(layout):
         total += float(rates[type_index[cluster.nodes[n].gpu_type], min(layout[n], top)])
     return total
+
+
+#: a job's GPUs as node index -> how many (one copy per node); the GPU ids are the forking planner's
+Layout = dict[int, int]
+
+
+def add_layout(layout: Layout, more: Mapping[int, int]) -> None:
+    """Add ``more`` GPUs per node to ``layout``."""
+    for n, k in more.items():
+        layout[n] = layout.get(n, 0) + k
+
+
+def free_gpus(cluster: Cluster, held: Mapping[int, Layout]) -> Layout:
+    """Free GPUs per up node: its GPUs less those ``held`` there."""
+    free = {n: len(cluster.gpus_of_node(n)) for n in cluster.up_nodes}
+    for layout in held.values():
+        for n, k in layout.items():
+            free[n] -= k
+    return free
+
+
+def copy_rates(table: ThroughputTable, job_type: str, w: int, types: tuple[str, ...]) -> FloatArray:
+    """rates[r, k]: steps/s of a copy on k = 0..W GPUs of type r (``ThroughputTable.rate_on``)."""
+    rates = np.zeros((len(types), w + 1))
+    for r, t in enumerate(types):
+        for k in range(1, w + 1):
+            rates[r, k] = table.rate_on(job_type, k, t)
+    return rates

@@ -62,6 +62,9 @@ class JobRecord:
     cancelled_s: float | None = None  # when it was cancelled
     restoring: tuple[tuple[tuple[int, ...], float], ...] = ()  # (GPUs, restore s left) of last round's leases
     measured_restart_s: float | None = None  # the runtime's measured restart cost (used if the job gives none)
+    measured_noise: tuple[float, float] | None = None  # (progress fraction, noise scale) the job last measured
+    rho_sum: float = 0.0  # the sum of the measured rhos of its copies' merges, over ``rho_n`` of them (those
+    rho_n: int = 0  # measured with a noise scale)
     view: JobView | None = None  # the snapshot's view of it, until the record changes (the ledger clears it)
     done_at: float = field(init=False)  # remaining steps at or below which the job is done (done_at(job))
 
@@ -280,6 +283,18 @@ class JobLedger:
             moved = self.update_table(report.table, moved_share=MOVED_SHARE).rates_moved
         if report.restart_s:
             self._measured_restarts(report.restart_s)
+        for jid, bn in report.noise_scales:  # the job's own noise scale replaces its profile's level
+            rec = self.active.get(jid)
+            if rec is not None and rec.job.efficiency is not None:
+                at = (1.0 - rec.remaining / float(rec.job.total_steps), bn)
+                if rec.measured_noise is None or rec.measured_noise[1] != bn:
+                    rec.measured_noise = at
+                    self._changed((rec,))
+        for g in report.merge_gains:
+            if (rec := self.records.get(g.job_id)) is not None and g.rho is not None:
+                rec.rho_sum += g.rho
+                rec.rho_n += 1
+                self._changed((rec,))
         return moved
 
     def _log_copy(self, rec: JobRecord, res: LeaseResult) -> None:
@@ -361,10 +376,12 @@ def _view(r: JobRecord) -> JobView:
     profile sees its rates in reference steps/s, its mean gain over the work left); its fields in ``JobView``'s order
     (tests/unit/test_frozen.py checks them against a view built by name)."""
     job = r.job
-    rates, g = r.throughputs, 1.0
-    if job.efficiency is not None and r.remaining > 0:  # reference steps/s over what is left: the table's
+    rates, g, eff = r.throughputs, 1.0, job.efficiency
+    if eff is not None and r.measured_noise is not None:  # its level as the job measured it
+        eff = eff.measured(*r.measured_noise)
+    if eff is not None and r.remaining > 0:  # reference steps/s over what is left: the table's
         total = float(job.total_steps)  # rates times the mean gain of the remaining work, so that
-        need = job.efficiency.steps_for(total - r.remaining, r.remaining, total)  # remaining / rate is its time
+        need = eff.steps_for(total - r.remaining, r.remaining, total)  # remaining / rate is its time
         g = r.remaining / need if need > 0 else 1.0
         rates = tuple([x * g for x in rates])
     r.view = _job_view(
@@ -372,6 +389,6 @@ def _view(r: JobRecord) -> JobView:
         r.remaining, rates, r.first_start_s, r.attained_gpu_s, r.prev_gpus,
         job.restart_s if job.restart_s is not None else  # = r.restart_s
         (r.measured_restart_s if r.measured_restart_s is not None else 0.0), r.restoring, job.slo, job.entity, g,
-        job.gpu_range, job.efficiency, job.batch_range)
+        job.gpu_range, eff, job.batch_range, r.rho_sum / r.rho_n if r.rho_n else None)  # the mean measured rho
     return r.view
 

@@ -16,6 +16,7 @@ from hadar.model.job import Job
 
 _RECORD = ("remaining", "first_start_s", "finish_s", "attained_gpu_s", "rounds_run", "restarts", "failed_s",
            "failure", "cancelled_s", "measured_restart_s")
+_MEASURED = (("rho_sum", 0.0), ("rho_n", 0))  # (key, value in a store written before them)
 _COUNTS = ("lease_extensions", "lease_opportunities", "rounds", "resolves", "first_arrival_s", "last_event_s")
 
 
@@ -23,7 +24,9 @@ def dump_ledger(ledger: JobLedger) -> dict[str, Any]:
     """Every record (ended ones too: a run's results read them) and the run's counters."""
     records = []
     for jid, rec in ledger.records.items():
-        entry: dict[str, Any] = {"id": jid, **{k: getattr(rec, k) for k in _RECORD}}
+        entry: dict[str, Any] = {"id": jid, **{k: getattr(rec, k) for k in _RECORD},
+                                 **{k: getattr(rec, k) for k, _ in _MEASURED}}
+        entry["measured_noise"] = list(rec.measured_noise) if rec.measured_noise is not None else None
         entry["prev_gpus"] = list(rec.prev_gpus)
         entry["restoring"] = [[list(g), s] for g, s in rec.restoring]
         entry["steps_by_type"] = list(rec.steps_by_type.items())
@@ -42,6 +45,10 @@ def restore_ledger(ledger: JobLedger, data: Mapping[str, Any], jobs: Mapping[int
         rec = JobRecord(job, ledger.table.row(job.job_type, job.scale_factor, ledger.types), 0.0)
         for k in _RECORD:
             setattr(rec, k, entry[k])
+        for k, before in _MEASURED:
+            setattr(rec, k, entry.get(k, before))
+        noise = entry.get("measured_noise")
+        rec.measured_noise = (float(noise[0]), float(noise[1])) if noise is not None else None
         rec.prev_gpus = tuple(int(g) for g in entry["prev_gpus"])
         rec.restoring = tuple((tuple(int(g) for g in gs), float(s)) for gs, s in entry["restoring"])
         rec.steps_by_type = {str(t): float(v) for t, v in entry["steps_by_type"]}

@@ -23,7 +23,7 @@ would cost is not modelled). ``adascale`` is ``r`` itself, every job's worth so 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from hadar.errors import InputError
@@ -75,6 +75,19 @@ class Efficiency:
             return r
         s = b / self.ref_batch
         return min(math.sqrt(s) if self.lr_rule == "sqrt" else s, r)
+
+    def measured(self, fraction: float, noise_scale: float) -> Efficiency:
+        """This profile as a job's measurement corrects it: ``noise_scale`` measured at ``fraction`` of its
+        reference steps. Every point is scaled by measured / profiled ``Bn`` there (the profile's shape over
+        training kept, its level the measured one); a constant profile at the measurement where the
+        profile's ``Bn`` there is 0 or infinite, or the measurement is infinite."""
+        here = self.noise_scale(fraction)
+        if not (math.isfinite(noise_scale) and noise_scale >= 0):
+            return replace(self, points=((0.0, math.inf),))
+        if not (math.isfinite(here) and here > 0):
+            return replace(self, points=((0.0, noise_scale),))
+        k = noise_scale / here
+        return replace(self, points=tuple((f, bn * k) for f, bn in self.points))
 
     def _bounds(self, total: float) -> list[float]:
         """Reference steps at which ``Bn`` changes (each point after the first), then infinity."""

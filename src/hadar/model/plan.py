@@ -85,6 +85,27 @@ class LeaseResult:
 
 
 @dataclass(frozen=True, slots=True)
+class MergeGain:
+    """What one merge of a forked job's copies gained, as the job tracker measured it on the job's held-out
+    loss (``hadar.runtime.merges``): ``start_loss`` of the model the ``copies`` started the round from,
+    ``copy_loss`` the copies' mean after their round, ``merged_loss`` the averaged model's. ``gain``: the
+    merged model's loss decrease over one copy's, ``(start - merged) / (start - copy)`` (None where the
+    copies did not lower the loss): what the merge was worth in copies (1: one copy's worth; ``copies``: as
+    much as all of them). ``rho``: ``gain`` over what data-parallel training at the copies' summed batch
+    would have been worth, ``copies x (Bn + B) / (Bn + copies x B)`` with the copies' measured noise scale
+    ``Bn`` and per-copy batch ``B``: the fork's measured drift factor (None without a measured ``Bn``)."""
+
+    job_id: int
+    round: int
+    copies: int
+    start_loss: float
+    copy_loss: float
+    merged_loss: float
+    gain: float | None = None
+    rho: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RoundReport:
     """The round ran from ``start_s`` to ``end_s`` (the last lease's end): everything the executor
     learned in it comes back here, and only here.
@@ -93,6 +114,9 @@ class RoundReport:
     measures nothing (the simulator: its table is the world's truth the policy was given).
     ``restart_s``: (job id, measured restart cost in s) for jobs whose cost the executor measured.
     ``saved_steps``: (job id, steps its committed checkpoint holds) for the jobs that saved one so far.
+    ``noise_scales``: (job id, gradient noise scale in samples) the jobs measured so far (``ctx.gradient_noise``;
+    the last value each reported); ``merge_gains``: the merges of forked jobs' copies measured since the last
+    report (``MergeGain``).
     """
 
     start_s: float
@@ -101,6 +125,8 @@ class RoundReport:
     table: ThroughputTable | None = None
     restart_s: tuple[tuple[int, float], ...] = ()
     saved_steps: tuple[tuple[int, float], ...] = ()
+    noise_scales: tuple[tuple[int, float], ...] = ()
+    merge_gains: tuple[MergeGain, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

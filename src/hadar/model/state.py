@@ -42,6 +42,7 @@ class JobView:
     gpu_range: tuple[int, int] | None = None  # an elastic job's (least, most) GPUs (``Job.gpu_range``); None: rigid
     efficiency: Efficiency | None = None  # its statistical-efficiency profile (``Job.efficiency``)
     batch_range: tuple[float, float] | None = None  # an adaptive job's (least, most) batch (``Job.batch_range``)
+    merge_rho: float | None = None  # its copies' measured worth at a merge over data-parallel's (``MergeGain.rho``)
 
     def owed_s(self, gpus: tuple[int, ...]) -> float:
         """Restore time still owed by a lease on exactly ``gpus`` that the last round cut short (else 0)."""

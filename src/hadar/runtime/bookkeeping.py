@@ -14,8 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from hadar.job.lease import LeaseOutcome
+from hadar.model.batch import batch_type
 from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, LeaseResult
+from hadar.runtime.merges import MergeMeter
 from hadar.runtime.progress import JobProgress
 from hadar.runtime.tracker import ThroughputTracker
 
@@ -23,9 +25,11 @@ log = logging.getLogger(__name__)
 
 
 class Bookkeeper:
-    def __init__(self, cluster: Cluster, tracker: ThroughputTracker,
+    def __init__(self, cluster: Callable[[], Cluster], tracker: ThroughputTracker,
                  on_event: Callable[[dict[str, Any]], None]) -> None:
+        """``cluster``: the executor's cluster as it is now (nodes join and leave)."""
         self.cluster, self.tracker, self.on_event = cluster, tracker, on_event
+        self.merges = MergeMeter(on_event)  # what each merge of a forked job's copies gained
 
     def success(self, info: JobProgress, lease: Lease, head: LeaseOutcome, round_no: int, end: float,
                 forked: bool, limit: float) -> LeaseResult:
@@ -45,6 +49,9 @@ class Bookkeeper:
             if head.saved_steps is not None:
                 info.saved_steps = head.saved_steps
         self.metrics(info, head)
+        if forked:
+            eff = info.job.efficiency
+            self.merges.copy_done(lease.job_id, head, lease.batch or (eff.batch if eff is not None else 0.0))
         info.restores += int(head.restored)
         if not head.continued and head.startup_s is not None and lease.copy == 0:
             info.startups.append(head.startup_s)
@@ -93,6 +100,7 @@ class Bookkeeper:
         return LeaseResult(lease.job_id, lease.copy, lease.gpus, 0.0, end, failed=True, error=reason, fatal=fatal)
 
     def metrics(self, info: JobProgress, out: LeaseOutcome) -> None:
+        self.merges.lease_started(info.job.job_id, out)  # the model it started from: a merge's, maybe
         for name, v in out.first_metrics.items():
             info.first.setdefault(name, v)
         info.last.update(out.metrics)
@@ -109,12 +117,14 @@ class Bookkeeper:
     def observe(self, lease: Lease, steps: float, train_s: float, t: float, profile: bool = False) -> None:
         """Feed the tracker a lease's steps/s (leases on one GPU type only); a lease sharing its GPUs with a
         partner measures the job's co-located rate next to the partner's type, not its rate alone."""
-        types = {self.cluster.gpu_type_of[g] for g in lease.gpus}
+        type_of = self.cluster().gpu_type_of
+        types = {type_of[g] for g in lease.gpus}
         if len(types) != 1:
             return
         (gpu_type,) = types
         k = len(lease.gpus)
-        if self.tracker.observe(lease.job_type, k, gpu_type, steps, train_s, partner=lease.partner_type):
-            self.on_event({"t": t, "event": "measured", "job": lease.job_id, "job_type": lease.job_type, "k": k,
+        job_type = batch_type(lease.job_type, lease.batch) if lease.batch > 0 else lease.job_type  # (adaptive)
+        if self.tracker.observe(job_type, k, gpu_type, steps, train_s, partner=lease.partner_type):
+            self.on_event({"t": t, "event": "measured", "job": lease.job_id, "job_type": job_type, "k": k,
                            "gpu_type": gpu_type, "rate": steps / train_s, "profile": profile,
                            "partner_type": lease.partner_type})

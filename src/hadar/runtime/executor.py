@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -31,7 +32,7 @@ from hadar.model.cluster import Cluster
 from hadar.model.job import Job
 from hadar.model.plan import Lease, LeaseResult, NodeChange, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
-from hadar.runtime import aggregate, checkpoint, colocation, forks
+from hadar.runtime import aggregate, checkpoint, colocation, forks, merges
 from hadar.runtime.bookkeeping import Bookkeeper
 from hadar.runtime.emulation import AVERAGE
 from hadar.runtime.pool import WorkerPool
@@ -64,7 +65,7 @@ class RayExecutor:
         self.mirrors: dict[str, str] = {}  # job type -> the Gavel row it behaves like
         self.tracker = ThroughputTracker(cluster.gpu_types, ratio=self.ratio, given=o.given, pair_ratio=self.pair_ratio)
         self.on_event, self.on_dispatch = o.on_event or (lambda e: None), o.on_dispatch
-        self.book = Bookkeeper(cluster, self.tracker, self.on_event)
+        self.book = Bookkeeper(lambda: self.cluster, self.tracker, self.on_event)
         self.grace_s, self.seed, self.fork_optimizer, self.profile_s = o.grace_s, o.seed, o.fork_optimizer, o.profile_s
         self.jobs: dict[int, JobProgress] = {}
         self.rounds: list[RoundStats] = []
@@ -114,6 +115,7 @@ class RayExecutor:
         stats = RoundStats(round=len(self.rounds), leases=len(plan.leases))
         self.rounds.append(stats)
         budget = max(0.5, plan.start_s + plan.duration_s - self.clock.now())
+        wall = time.time()  # every lease's deadline, fixed now: one dispatched late still ends with the round
         t0 = elapsed_s()
         split = forks.split(plan, self._expected_rate)
         stats.paired = sum(1 for lease in plan.leases if lease.partner_id >= 0)
@@ -121,9 +123,9 @@ class RayExecutor:
             self.pool.start_partners()  # the run's first pair: every GPU's second worker starts now
         slots = colocation.slots(plan.leases, self._slots)
         self._slots = {lease.job_id: (lease.gpus, s) for lease, s in zip(plan.leases, slots, strict=True)}
-        pending = [self._dispatch(lease, budget, stats.round, fork=split.get(i), slot=slots[i])
+        pending = [self._dispatch(lease, budget, stats.round, fork=split.get(i), slot=slots[i], wall=wall)
                    for i, lease in enumerate(plan.leases)]
-        profiles = [self._dispatch(lease, min(budget, self.profile_s), stats.round, mode="profile")
+        profiles = [self._dispatch(lease, min(budget, self.profile_s), stats.round, mode="profile", wall=wall)
                     for lease in pick_profiles(plan, self.jobs, self.tracker, self.cluster)]
         stats.dispatch_s, stats.profiles = elapsed_s(t0), len(profiles)
         if self.on_dispatch is not None:
@@ -141,7 +143,9 @@ class RayExecutor:
         jobs = sorted(self.jobs.items())
         return RoundReport(plan.start_s, max(end, plan.start_s), tuple(results), table=self.tracker.table(),
                            restart_s=tuple((jid, s) for jid, q in jobs if (s := q.restart_s) is not None),
-                           saved_steps=tuple((jid, q.saved_steps) for jid, q in jobs if q.saved_steps is not None))
+                           saved_steps=tuple((jid, q.saved_steps) for jid, q in jobs if q.saved_steps is not None),
+                           noise_scales=merges.noise_scales({jid: q.last for jid, q in jobs}),
+                           merge_gains=self.book.merges.drain())
 
     def cluster_view(self) -> NodeChange | None:
         """Node changes seen on the Ray cluster (None: none, or no node watcher set). A node of a GPU type
@@ -149,7 +153,7 @@ class RayExecutor:
         view = self.nodes.poll() if self.nodes is not None else None
         if view is None:
             return None
-        self.cluster = self.book.cluster = view
+        self.cluster = view
         return NodeChange(view, self.tracker.table() if self.tracker.add_types(view.gpu_types) else None)
 
     def estimate_rate(self, lease: Lease) -> float | None:
@@ -171,7 +175,11 @@ class RayExecutor:
 
     # ---- dispatch ---------------------------------------------------------------------------------
     def _dispatch(self, lease: Lease, budget: float, round_no: int, *, fork: forks.Fork | None = None,
-                  mode: Mode = "train", slot: int = 0) -> Pending:
+                  mode: Mode = "train", slot: int = 0, wall: float | None = None) -> Pending:
+        """The lease sent to its GPUs' workers, each to stop at wall-clock time ``wall + budget`` (the
+        round's end; ``wall`` None: now), however late the call reaches it (a rendezvous before it, a
+        loaded machine)."""
+        wall = time.time() if wall is None else wall
         info = self.jobs[lease.job_id]
         try:
             actors = [self.pool.actor(g, slot) for g in lease.gpus]
@@ -185,7 +193,7 @@ class RayExecutor:
                 spec = replace(spec, rendezvous=self._open_store(lease, actors, slot))
             except Exception as e:
                 return Pending(lease, [], gens, mode, fork, error=f"rendezvous failed: {error_text(e)}", slot=slot)
-        refs = [actor.run_lease.remote(replace(spec, rank=rank)) for rank, actor in enumerate(actors)]
+        refs = [actor.run_lease.remote(replace(spec, rank=rank), wall + budget) for rank, actor in enumerate(actors)]
         return Pending(lease, refs, gens, mode, fork, slot=slot)
 
     def _spec(self, info: JobProgress, lease: Lease, budget: float, round_no: int, fork: forks.Fork | None,
@@ -202,7 +210,8 @@ class RayExecutor:
                          steps_done=info.steps, resume_steps=info.saved_steps, run_id=self.run_id,
                          speed=min(self.speed(lease, g) for g in lease.gpus),
                          group=f"job{lease.job_id}-c{lease.copy}-r{round_no}-{mode}/", timeout_s=self.grace_s,
-                         mode=mode, digest=fork is not None, target_metric=s.quality, target=s.target)
+                         mode=mode, digest=fork is not None, target_metric=s.quality, target=s.target,
+                         **merges.lease_fields(info.job, lease, merges.measured_noise(info.last), info.steps))
         if fork is not None:
             spec = replace(spec, copy=lease.copy, copies=fork.copies,
                            checkpoint=str(aggregate.copy_path(info.checkpoint, lease.copy)),
@@ -360,6 +369,8 @@ class RayExecutor:
         if merged is not None:
             info.saved_steps = info.steps
         finished = info.steps >= info.job.total_steps - 1e-6
+        if merged is not None:
+            self.book.merges.merged(jid, round_no, self.clock.now())
         if finished and merged is not None:
             self._finalize(info, done[0].lease, round_no)
         self.on_event({"t": self.clock.now(), "event": "merge", "job": jid, "round": round_no,

@@ -16,7 +16,6 @@ One local Ray instance serves every run; each run starts its own workers.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import statistics
@@ -28,6 +27,7 @@ from typing import Any
 from hadar.errors import InputError
 from hadar.model.cluster import Cluster, Node
 from hadar.model.job import Job
+from hadar.runtime.tables import write_table
 
 POLICIES = ("max_min_fairness_perf", "hadar", "hadare")
 LABELS = {"max_min_fairness_perf": "Gavel", "hadar": "Hadar", "hadare": "HadarE"}
@@ -69,6 +69,9 @@ def add_parser(sub: Any) -> None:
     h.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     h.set_defaults(func=main)
     add_fork_efficiency_parser(esub)
+    from hadar.runtime import ttt
+
+    ttt.add_parser(esub)
 
 
 def add_fork_efficiency_parser(esub: Any) -> None:
@@ -319,16 +322,11 @@ def format_table(result: dict[str, Any]) -> str:
 def write_experiment(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "experiment.json").write_text(json.dumps(result, indent=2) + "\n")
-    with (out / "runs.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["policy", "seed", "ttd_s", "avg_jct_s", "utilization", "rounds", "failed_leases", "dir"])
-        for r in result["runs"]:
-            s = r["summary"]
-            w.writerow([r["policy"], r["seed"], s["makespan_s"], s["avg_jct_s"], s["utilization"], s["rounds"],
-                        s.get("failed_leases", 0), r["dir"] or ""])
-    with (out / "quality.csv").open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["policy", "seed", "job_id", "job_type", "metric", "initial", "final"])
-        for r in result["runs"]:
-            for q in r["quality"]:
-                w.writerow([r["policy"], r["seed"], q["job_id"], q["job_type"], q["metric"], q["initial"], q["final"]])
+    write_table(out / "runs.csv",
+                ["policy", "seed", "ttd_s", "avg_jct_s", "utilization", "rounds", "failed_leases", "dir"],
+                ([r["policy"], r["seed"], r["summary"]["makespan_s"], r["summary"]["avg_jct_s"],
+                  r["summary"]["utilization"], r["summary"]["rounds"], r["summary"].get("failed_leases", 0),
+                  r["dir"] or ""] for r in result["runs"]))
+    write_table(out / "quality.csv", ["policy", "seed", "job_id", "job_type", "metric", "initial", "final"],
+                ([r["policy"], r["seed"], q["job_id"], q["job_type"], q["metric"], q["initial"], q["final"]]
+                 for r in result["runs"] for q in r["quality"]))

@@ -27,7 +27,7 @@ from typing import Any
 from hadar.errors import InputError
 from hadar.model.cluster import Cluster
 from hadar.runtime.emulation import NODE_RESOURCE
-from hadar.runtime.pool import NodePin, WorkerPool
+from hadar.runtime.pool import NodePin, WorkerPool, moved
 
 log = logging.getLogger(__name__)
 NodeRecords = Sequence[Mapping[str, Any]]
@@ -47,7 +47,6 @@ class NodeWatcher:
     def __init__(self, pool: WorkerPool, *, joins: bool = True, min_interval_s: float = 1.0,
                  list_nodes: Callable[[], NodeRecords] = _ray_nodes) -> None:
         self.pool, self.joins = pool, joins
-        self.cluster = pool.cluster
         self.min_interval_s = min_interval_s
         self.list_nodes = list_nodes
         self._last = float("-inf")
@@ -119,23 +118,20 @@ class NodeWatcher:
             return []
         return [(n, found_pins[n.name]) for n in found.nodes if n.name not in known or not own]
 
+    @property
+    def cluster(self) -> Cluster:
+        """The cluster as the pool follows it (the last view applied)."""
+        return self.pool.cluster
+
     def _apply(self, view: Cluster) -> None:
-        """Start workers on joined nodes; fresh workers on nodes that came back."""
+        """Start workers on joined nodes; fresh workers on nodes that came back (the pool's ``follow``)."""
         old = self.cluster
-        joined = view.num_gpus > old.num_gpus
-        back = [i for i, n in enumerate(old.nodes) if n.name in old.down and n.name not in view.down]
+        joined, back = moved(old, view)
         if joined:
-            added = {n.name: self._pending_pins[n.name] for n in view.nodes[len(old.nodes):]}
-            self.pool.grow(view, added)
-            log.warning("node(s) joined: %s", ", ".join(added))
-        for name in {n.name for n in view.nodes if n.name in self._pending_pins}:
-            self.pool.pins[name] = self._pending_pins[name]
-        for i in back:
-            log.warning("node %s is back: starting fresh workers on it", old.nodes[i].name)
-            for g in old.gpus_of_node(i):
-                self.pool.replace(g)
+            log.warning("node(s) joined: %s", ", ".join(view.nodes[n].name for n in joined))
+        for n in back:
+            log.warning("node %s is back: starting fresh workers on it", old.nodes[n].name)
         gone = sorted(view.down - old.down)
         if gone:
             log.warning("node(s) down: %s; their jobs resume elsewhere from their checkpoints", ", ".join(gone))
-        self.pool.cluster = view
-        self.cluster = view
+        self.pool.follow(view, {n.name: self._pending_pins[n.name] for n in view.nodes if n.name in self._pending_pins})

@@ -74,9 +74,9 @@ def quality_rows(result: RuntimeResult) -> list[dict[str, Any]]:
 
 
 def write_outputs(result: RuntimeResult, out: Path) -> None:
-    """summary.json, jobs.csv (simulate's columns + the runtime's), events.jsonl, and throughputs.json
+    """summary.json, jobs.csv (simulate's columns + the runtime's), events.jsonl, throughputs.json
     (the measured whole-run mean steps/s and the estimates, in Gavel's format: ``hadar simulate
-    --throughputs`` reads it)."""
+    --throughputs`` reads it) and, where a forked job's merges were measured, merges.csv."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps({**result.summary, "throughputs": result.throughputs}, indent=2)
                                       + "\n")
@@ -94,6 +94,24 @@ def write_outputs(result: RuntimeResult, out: Path) -> None:
         for e in result.events:
             f.write(json.dumps(e) + "\n")
     (out / "throughputs.json").write_text(json.dumps(to_gavel_json(result.measured_mean), indent=2) + "\n")
+    write_merges(result.events, out / "merges.csv")
+
+
+MERGE_COLUMNS = ("job", "round", "t", "copies", "batch", "start_loss", "copy_loss", "merged_loss", "gain", "rho",
+                 "noise_scale", "noise_dominated")
+
+
+def write_merges(events: list[dict[str, Any]], path: Path) -> None:
+    """merges.csv: one row per merge of a forked job's copies that the job tracker measured (``merge_gain``
+    events, ``runtime.merges``); no file where none was."""
+    rows = [e for e in events if e.get("event") == "merge_gain"]
+    if not rows:
+        return
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(MERGE_COLUMNS)
+        for e in rows:
+            w.writerow(["" if e.get(k) is None else e[k] for k in MERGE_COLUMNS])
 
 
 def to_gavel_json(table: ThroughputTable) -> dict[str, dict[str, dict[str, Any]]]:

@@ -171,13 +171,21 @@ class WorkerPool:
         self.replaced += 1
         log.warning("replaced the worker of GPU %d (%s)", gpu, self.cluster.gpu_type_of[gpu])
 
-    def grow(self, cluster: Cluster, pins: dict[str, NodePin]) -> None:
-        """Nodes joined: ``cluster`` appends them (existing GPU ids unchanged); start their workers."""
+    def follow(self, cluster: Cluster, pins: dict[str, NodePin]) -> None:
+        """The cluster as it is now: workers on the nodes that joined (``cluster`` appends them, existing GPU
+        ids unchanged; ``pins``: where the new or re-found nodes' workers go) and fresh workers on the nodes
+        that came back up."""
+        old = self.cluster
+        joined, back = moved(old, cluster)
         self.pins.update(pins)
-        first, self.cluster = self.cluster.num_gpus, cluster
-        for g in range(first, cluster.num_gpus):
-            self.actors.append(self._spawn(g))
-            self.generation.append(0)
+        self.cluster = cluster
+        for n in joined:  # appended nodes: their GPU ids follow the existing ones, in order
+            for g in cluster.gpus_of_node(n):
+                self.actors.append(self._spawn(g))
+                self.generation.append(0)
+        for n in back:
+            for g in old.gpus_of_node(n):
+                self.replace(g)
 
     def kill(self, gpu: int, slot: int = 0) -> None:
         """Testing aid: kill the actor of ``gpu``'s slot now (the executor notices and replaces it)."""
@@ -201,3 +209,10 @@ def _kill(actor: Any) -> None:
         ray.kill(actor, no_restart=True)
     except (ValueError, ray.exceptions.RayError) as e:  # already gone
         log.debug("kill: %s", e)
+
+
+def moved(old: Cluster, new: Cluster) -> tuple[range, list[int]]:
+    """From ``old`` to ``new`` (which appends the nodes that joined): the indices of the nodes that joined,
+    and those of the nodes that came back up."""
+    back = [i for i, n in enumerate(old.nodes) if n.name in old.down and n.name not in new.down]
+    return range(len(old.nodes), len(new.nodes)), back

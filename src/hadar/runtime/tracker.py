@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from hadar.model.cluster import Cluster
+from hadar.model.efficiency import family_of
 from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
 
@@ -73,10 +74,14 @@ class ThroughputTracker:
                         self.given[(jt, k, t)] = float(v)
 
     def add(self, job_type: str, k: int) -> None:
-        """Make sure the table has the row (``job_type``, ``k``)."""
+        """Make sure the table has the row (``job_type``, ``k``), and the given rows of its batches
+        (``job_type (batch size B)``: an adaptive job's profiled batches, ``model/batch.py``)."""
         if (job_type, k) not in self.rows:
             self.rows[(job_type, k)] = None
             self._table = None
+            for jt, kk, _ in list(self.given):
+                if kk == k and jt != job_type and family_of(jt) == (job_type, family_of(jt)[1]):
+                    self.rows.setdefault((jt, k), None)
 
     def add_types(self, gpu_types: Sequence[str]) -> bool:
         """Columns for GPU types that joined the cluster (a node of a new type); True if any was new."""

@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 import time
+from dataclasses import replace
 from typing import Any
 
 from hadar.job.lease import LeaseOutcome, LeaseSpec
@@ -61,10 +62,14 @@ class Worker:
         self._store, port = open_store(host, STORE_TIMEOUT_S)
         return host, port
 
-    def run_lease(self, spec: LeaseSpec) -> LeaseOutcome:
+    def run_lease(self, spec: LeaseSpec, deadline: float | None = None) -> LeaseOutcome:
+        """Run the lease; ``deadline`` (wall-clock, ``time.time()``): start no iteration after it, whatever
+        ``spec.budget_s`` says (the first iteration always runs), as a Slurm lease does."""
         from hadar.job.runner import run_lease
 
         started = time.monotonic()
+        if deadline is not None:
+            spec = replace(spec, budget_s=max(0.0, deadline - time.time()))
         store, self._store = self._store, None
         try:
             out = run_lease(spec, device=self.device, cache=self._cache, store=store if spec.rank == 0 else None,

@@ -9,6 +9,7 @@ running executor waits out (``retry_s``: a restarting slurmctld) where a startin
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -80,6 +81,12 @@ class Slurm:
             self.env["SLURM_CONF"] = self.conf
         self.timeout_s = timeout_s
         self.retry_s = 0.0  # how long a command waits for a controller that cannot be contacted
+
+    def waiting(self, retry_s: float) -> Slurm:
+        """The same commands, each waiting up to ``retry_s`` for a controller that cannot be contacted."""
+        other = copy.copy(self)
+        other.env, other.retry_s = dict(self.env), retry_s
+        return other
 
     def run(self, *cmd: str) -> str:
         """``cmd``'s stdout; ``SlurmError`` (``ControllerDown`` when slurmctld does not answer) if it fails.

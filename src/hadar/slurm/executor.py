@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import hadar
 from hadar.clock import Clock, elapsed_s
@@ -35,7 +36,7 @@ from hadar.job.lease import LeaseOutcome, Mode
 from hadar.model.cluster import Cluster
 from hadar.model.plan import Lease, NodeChange, RoundPlan, RoundReport
 from hadar.model.throughput import ThroughputTable
-from hadar.runtime import forks
+from hadar.runtime import emulation, forks
 from hadar.runtime.emulation import SpeedRatios
 from hadar.runtime.executor import RayExecutor
 from hadar.runtime.records import Pending, RoundStats
@@ -81,19 +82,22 @@ class SlurmOptions:
     """A ``SlurmExecutor``'s settings. ``work_dir``: where leases' folders and checkpoints go (every node must see
     it); ``partition``: where hadar's jobs go (None: every partition's GPU nodes); ``device``: ``auto`` (CUDA
     where the lease finds it, else the CPU), ``cpu`` or ``cuda``; ``dilation``: set for emulated GPUs (a lease on
-    the CPU stretches its steps by its type's speed factor / dilation, as the Ray demo does; one on CUDA never);
+    the CPU stretches its steps by its type's speed factor / dilation, as the Ray demo does; one on CUDA never;
+    ``"auto"``: the cluster's GPUs over this machine's cores, once sinfo has said how many; None: no stretch);
     ``given``: a throughput table given up front; the grace after a lease's deadline, the seed, the run id its
-    checkpoints and Slurm jobs carry (None: a new one) and the fork optimizer policy."""
+    checkpoints and Slurm jobs carry (None: a new one), the fork optimizer policy and ``round_base``, added to
+    round numbers in lease names (a restarted service continues its numbering)."""
 
     work_dir: Path
     partition: str | None = None
     device: str = "auto"
-    dilation: float | None = None
+    dilation: float | Literal["auto"] | None = None
     given: ThroughputTable | None = None
     grace_s: float = 30.0
     seed: int = 0
     run_id: str | None = None
     fork_optimizer: str = "largest"
+    round_base: int = 0
 
 
 class SlurmExecutor(RayExecutor):
@@ -115,19 +119,20 @@ class SlurmExecutor(RayExecutor):
         if ratios is None:
             ratios = SpeedRatios(ThroughputTable.load(), cluster.gpu_types)
         work_dir = Path(o.work_dir).resolve()
+        dilation = emulation.dilation(cluster.num_gpus, os.cpu_count() or 1) if o.dilation == "auto" else o.dilation
         super().__init__(cluster, None, clock, checkpoint_dir=work_dir / "checkpoints", ratios=ratios,  # type: ignore[arg-type]
-                         dilation=o.dilation, given=o.given, log_dir=work_dir / "logs",
+                         dilation=dilation, given=o.given, log_dir=work_dir / "logs",
                          on_event=on_event, on_dispatch=on_dispatch, grace_s=o.grace_s, seed=o.seed,
                          fork_optimizer=o.fork_optimizer, run_id=o.run_id)
         self.work_dir, self.device, self.on_submitted = work_dir, o.device, on_submitted
-        slurm.retry_s = CONTROLLER_WAIT_S  # from now on, a restarting controller is waited for
+        self.slurm = slurm.waiting(CONTROLLER_WAIT_S)  # from now on, a restarting controller is waited for
         for sub in ("checkpoints", "logs", "leases"):
             (work_dir / sub).mkdir(parents=True, exist_ok=True)
         self._jobs: dict[int, Submitted] = {}  # id(Pending) -> its Slurm job
         self.records: list[dict[str, Any]] = []  # one per lease: job, copy, round, Slurm id, node, GPU type, state
         self.startup: dict[tuple[str, int], float] = {}  # (job type, GPUs) -> mean s from submission to first step
         self.path = (str(Path(hadar.__file__).resolve().parents[1]),)  # where the lease imports hadar from
-        self.round_base = 0  # added to round numbers in lease names (a restarted service continues its numbering)
+        self.round_base = o.round_base  # added to round numbers in lease names
 
     def read_cluster(self) -> Cluster:
         """The partition's GPU nodes from sinfo (``SlurmError`` if Slurm cannot be asked or has none)."""
@@ -142,9 +147,11 @@ class SlurmExecutor(RayExecutor):
         stats = RoundStats(round=len(self.rounds), leases=len(plan.leases))
         self.rounds.append(stats)
         budget = max(0.5, plan.start_s + plan.duration_s - self.clock.now())
+        wall = time.time()  # every lease's deadline, fixed now: one submitted late still ends with the round
         t0 = elapsed_s()
         split = forks.split(plan, self._expected_rate)
-        pending = [self._dispatch(lease, budget, stats.round, fork=split.get(i)) for i, lease in enumerate(plan.leases)]
+        pending = [self._dispatch(lease, budget, stats.round, fork=split.get(i), wall=wall)
+                   for i, lease in enumerate(plan.leases)]
         self._release(pending, stats.round)
         stats.dispatch_s = elapsed_s(t0)
         if self.on_dispatch is not None:
@@ -179,19 +186,20 @@ class SlurmExecutor(RayExecutor):
             now = now.with_down(down)
         if now == self.cluster:
             return None
-        self.cluster = self.book.cluster = now
+        self.cluster = now
         return NodeChange(now, self.tracker.table() if self.tracker.add_types(now.gpu_types) else None)
 
     # ---- dispatch ---------------------------------------------------------------------------------
     def _dispatch(self, lease: Lease, budget: float, round_no: int, *, fork: forks.Fork | None = None,
-                  mode: Mode = "train", slot: int = 0) -> Pending:
-        p, request = self._prepare(lease, budget, round_no, fork=fork, mode=mode)
+                  mode: Mode = "train", slot: int = 0, wall: float | None = None) -> Pending:
+        p, request = self._prepare(lease, budget, round_no, fork=fork, mode=mode, wall=wall)
         self._submit(p, request)
         return p
 
     def _prepare(self, lease: Lease, budget: float, round_no: int, *, fork: forks.Fork | None = None,
-                 mode: Mode = "train") -> tuple[Pending, Request | None]:
-        """The lease's folder, spec and batch script written, and its sbatch request (None: it cannot run)."""
+                 mode: Mode = "train", wall: float | None = None) -> tuple[Pending, Request | None]:
+        """The lease's folder, spec and batch script written, and its sbatch request (None: it cannot run);
+        its deadline is wall-clock ``wall + budget`` (``wall`` None: now)."""
         info = self.jobs[lease.job_id]
         p = Pending(lease, [], [0] * len(lease.gpus), mode, fork)
         if lease.partner_id >= 0:
@@ -205,7 +213,7 @@ class SlurmExecutor(RayExecutor):
         round_no += self.round_base
         tag = f"{self.run_id[:8]}-j{lease.job_id}-c{lease.copy}-r{round_no}"
         folder = self.work_dir / "leases" / f"{tag}-{mode}"
-        deadline = time.time() + budget
+        deadline = (time.time() if wall is None else wall) + budget
         path = script.write_lease(folder, spec, deadline, self.device, path=(*self.path, *spec.search_path))
         minutes = max(1, math.ceil((budget + 3 * self.grace_s) / 60))
         options = ["--hold", f"--job-name={TAG}-{tag}",

@@ -9,7 +9,6 @@ partition known, every node's GPUs typed, every job's entrypoint found and every
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from hadar.model.fork_efficiency import IDEAL
 from hadar.model.job import Job
 from hadar.model.throughput import ThroughputTable
 from hadar.policies.profiles import PolicySpec
-from hadar.runtime import emulation, outputs
+from hadar.runtime import outputs
 from hadar.runtime.run import RuntimeResult, check_writable, prepare_jobs
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.slurm import accounting
@@ -84,15 +83,14 @@ def run_on_slurm(jobs: list[Job], policy: str, run: SlurmRun, *,
             on_event(e)
 
     clock = WallClock()
-    options = SlurmOptions(work_dir, partition=run.partition, device=run.device, given=run.throughputs,
-                           grace_s=run.grace_s, seed=seed)
+    options = SlurmOptions(work_dir, partition=run.partition, device=run.device, dilation="auto",  # (ignored on CUDA)
+                           given=run.throughputs, grace_s=run.grace_s, seed=seed)
     executor = SlurmExecutor(slurm, clock, options, on_event=emit)
     cluster = executor.cluster
     shape = ThroughputTracker(cluster.gpu_types)
     for job in jobs:
         shape.add(job.job_type, job.scale_factor)
     validate_jobs(jobs, cluster, shape.table(), spans_types=pol.traits.spans_types)
-    executor.dilation = emulation.dilation(cluster.num_gpus, os.cpu_count() or 1)  # (ignored on CUDA)
     prior = executor.admit(list(jobs))
     # the executor's reports carry the measured rates for the policy (no restart costs: its estimates
     # hold each lease's start)

@@ -17,7 +17,6 @@ from the checkpoint before it).
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -27,8 +26,8 @@ from typing import Any
 
 from hadar.clock import Clock
 from hadar.model.cluster import Cluster
-from hadar.model.plan import NodeChange
-from hadar.runtime import checkpoint, emulation
+from hadar.model.plan import NodeChange, RoundPlan
+from hadar.runtime import checkpoint
 from hadar.runtime.tracker import ThroughputTracker
 from hadar.slurm import script
 from hadar.slurm.accounting import Accounted, SacctFeed
@@ -84,9 +83,16 @@ class ServiceExecutor(SlurmExecutor):
     """The Slurm executor of ``hadar serve --slurm``: at each round boundary, users' marked sbatch jobs are placed
     (``hadar.slurm.userjobs``), and the nodes they hold are down to hadar's schedule until they end."""
 
-    users: UserJobs | None = None
-    feed: SacctFeed | None = None  # sacct's records of the service's ended leases, into its store
-    _sinfo: Cluster | None = None  # the cluster as sinfo said last (nodes held by user jobs up)
+    def __init__(self, slurm: Slurm, clock: Clock, options: SlurmOptions, *, users: UserJobs | None = None,
+                 feed: SacctFeed | None = None, on_event: Callable[[dict[str, Any]], None] | None = None,
+                 on_dispatch: Callable[[int, RoundPlan], None] | None = None) -> None:
+        """``users``: the users' marked sbatch jobs (None: none placed); ``feed``: sacct's records of the service's
+        ended leases, into its store (None: not read); the rest as ``SlurmExecutor``'s."""
+        self.users: UserJobs | None = None  # (the first sinfo read, during the construction, counts no user job)
+        self.feed: SacctFeed | None = None
+        self._sinfo: Cluster | None = None  # the cluster as sinfo said last (nodes held by user jobs up)
+        super().__init__(slurm, clock, options, on_event=on_event, on_dispatch=on_dispatch)
+        self.users, self.feed = users, feed
 
     def read_cluster(self) -> Cluster:
         cluster = self._sinfo = super().read_cluster()
@@ -122,13 +128,11 @@ def start_backend(opts: SlurmServe, state_dir: Path, clock: Clock, *, run_id: st
     sacct's window starts and what keeps its records (``SacctFeed``); ``listeners``: the executor's ``on_event``
     and its ``on_dispatch`` (None: none)."""
     slurm = Slurm(opts.conf)
-    options = SlurmOptions(state_dir, partition=opts.partition, seed=seed, run_id=run_id)
-    executor = ServiceExecutor(slurm, clock, options, on_event=listeners[0], on_dispatch=listeners[1])
-    executor.users = UserJobs(slurm, opts.partition, state_dir)
-    if usage is not None:
-        executor.feed = SacctFeed(slurm, run_id, *usage)
-    executor.dilation = emulation.dilation(executor.cluster.num_gpus, os.cpu_count() or 1)  # (ignored on CUDA)
-    executor.round_base = next_round(state_dir / "leases", run_id)
+    options = SlurmOptions(state_dir, partition=opts.partition, dilation="auto", seed=seed, run_id=run_id,
+                           round_base=next_round(state_dir / "leases", run_id))
+    executor = ServiceExecutor(slurm, clock, options, users=UserJobs(slurm, opts.partition, state_dir),
+                               feed=None if usage is None else SacctFeed(slurm, run_id, *usage),
+                               on_event=listeners[0], on_dispatch=listeners[1])
     restore(executor.tracker)
     return SlurmBackend(executor)
 

@@ -1,22 +1,19 @@
-"""Elastic jobs under Hadar: each round, every elastic job's GPU count in its range, chosen by goodput.
+"""Elastic and adaptive jobs under Hadar: each round, every such job's GPU count (and batch) chosen by goodput.
 
-A job with a ``gpu_range`` may run on any count of it. Goodput at ``k`` GPUs is ``G(k)``: the best rate
-at ``k`` over the GPU types with at least ``k`` GPUs (reference steps/s: the table's rate times the job's
-``gain``). Rigid jobs keep their counts and are counted first: the GPUs they ask for are taken, every
-elastic job starts at its least count, and the GPUs left (``spare``) go, one step at a time, to the jump
-``k -> k'`` with the most speedup per added GPU, ``(S(k') - S(k)) / (k' - k)`` with ``S(k) = G(k) / G(least)``
-(counts the job cannot run on left out; ``least``: the least count it can)
-(each job's speedup counts alike: the average-JCT objective), while it is positive and fits. A job that ran
-last round on ``p`` GPUs pays its restart to move: any other count's goodput is discounted by the share of a
-round its restore costs (``1 - restart_s / round``), so a change happens only where it is worth its restart.
-Ties: the larger score, then the job first in the state, then the smaller count. The sized views then go
-through Hadar's round unchanged: it places each job as a gang of the chosen count.
+Elastic jobs (a ``gpu_range``, no ``batch_range``) get their GPU type and count from ``water.py``: the GPUs
+water-filled by each job's rate of finishing its remaining work, each job's view then pinned to its type.
+Rigid jobs keep their counts and are counted first: the GPUs they ask for are taken. The sized views then
+go through Hadar's round unchanged: it places each job as a gang of the chosen count.
 
-Adaptive jobs (a ``batch_range``; Sia's meaning: count and batch both adapt) are sized the same way, on
-the best batch at each count: goodput at ``(type, k, B)`` is ``batch_rate`` at ``B`` on ``k`` GPUs of the
-type (``model/batch.py``) times the job's ``r(B)`` at its current progress (``Efficiency.gain``), over the
-batch candidates of its range, and ``G(k)`` its best over the types with ``k`` GPUs; an adaptive job
-without a ``gpu_range`` keeps its count. Its view gives, on each type, its rate at its best batch there
+Adaptive jobs (a ``batch_range``; Sia's meaning: count and batch both adapt) are sized on the GPUs the
+rigid and elastic jobs leave, on the best batch at each count: goodput at ``(type, k, B)`` is
+``batch_rate`` at ``B`` on ``k`` GPUs of the type (``model/batch.py``) times the job's ``r(B)`` at its
+current progress (``Efficiency.gain``), over the batch candidates of its range, and ``G(k)`` its best over
+the types with ``k`` GPUs. Every adaptive job with a ``gpu_range`` starts at its least count, and the GPUs
+left go one step at a time to the jump ``k -> k'`` of most speedup per added GPU, ``(S(k') - S(k)) /
+(k' - k)`` with ``S(k) = G(k) / G(least)``, while it is positive and fits (ties: the larger score, the job
+first, the smaller count); an adaptive job without a ``gpu_range`` keeps its count. Its view gives, on each
+type, its rate at its best batch there
 (times its mean gain over the work left, as every profiled job's view), and after Hadar's placement
 ``batches_for`` gives it the best batch on the count and types it got. Its hysteresis is its finish
 time: an option other than the one it ran at last round (count and batch, the batch remembered in the
@@ -32,28 +29,46 @@ from dataclasses import replace
 
 from hadar.model.batch import batch_rate, candidates
 from hadar.model.state import JobView, SchedulerState
+from hadar.policies.hadar import water
 
 BATCHES = "hadar.batches"  # memo: job id -> the batch each adaptive job was given last round
 
 
 def sized(state: SchedulerState) -> SchedulerState:
-    """``state`` with every elastic job's view at the count chosen, every adaptive job's at its best batch
-    on each type (``state`` itself when none is elastic or adaptive)."""
+    """``state`` with every elastic job's view on the type and count chosen (``water.py``), every adaptive
+    job's at its best batch on each type (``state`` itself when none is elastic or adaptive)."""
     sizing = [i for i, j in enumerate(state.jobs) if j.gpu_range is not None or j.batch_range is not None]
     if not sizing:
         return state
     before = _before(state)
     capacity = int(state.capacities().sum())
     spare = capacity - sum(j.scale_factor for j in state.jobs if j.gpu_range is None)
-    options = {i: _options(state, state.jobs[i]) if state.jobs[i].batch_range is None else
-               _adaptive_options(state, state.jobs[i], before[i]) for i in sizing}
-    elastic = [i for i in sizing if state.jobs[i].gpu_range is not None]
-    counts = {i: min(options[i]) for i in elastic}
+    typed = [i for i in sizing if state.jobs[i].batch_range is None]  # elastic, not adaptive
+    picks = water.picks(state, typed, spare)
+    spare -= sum(k for _, k in picks.values())
+    adaptive = [i for i in sizing if state.jobs[i].batch_range is not None]
+    counts = _adaptive_counts(state, adaptive, before, spare)
+    jobs = list(state.jobs)
+    for i in typed:
+        r, k = picks.get(i, (-1, jobs[i].scale_factor))
+        jobs[i] = water.on(state, jobs[i], r, k)
+    for i in adaptive:
+        jobs[i] = _at_batch(state, jobs[i], counts.get(i, jobs[i].scale_factor), before[i])
+    return replace(state, jobs=tuple(jobs))
+
+
+def _adaptive_counts(state: SchedulerState, adaptive: list[int], before: Mapping[int, float],
+                     spare: int) -> dict[int, int]:
+    """Job index -> GPU count of each adaptive job with a ``gpu_range``: every one at its least count, then the
+    ``spare`` GPUs, one step at a time, to the jump of most speedup per added GPU (``_adaptive_options``)."""
+    options = {i: _adaptive_options(state, state.jobs[i], before[i]) for i in adaptive
+               if state.jobs[i].gpu_range is not None}
+    counts = {i: min(o) for i, o in options.items()}
     spare -= sum(counts.values())
     while spare > 0:
         best: tuple[float, int, int] | None = None  # (-score, job index, count): the smallest wins
-        for i in elastic:
-            here, worth = counts[i], options[i]
+        for i, worth in options.items():
+            here = counts[i]
             for k, s in worth.items():
                 if here < k <= here + spare:
                     gain = (s - worth[here]) / (k - here)
@@ -64,14 +79,7 @@ def sized(state: SchedulerState) -> SchedulerState:
         _, i, k = best
         spare -= k - counts[i]
         counts[i] = k
-    jobs = list(state.jobs)
-    for i in sizing:
-        k = counts.get(i, jobs[i].scale_factor)
-        if jobs[i].batch_range is not None:
-            jobs[i] = _at_batch(state, jobs[i], k, before[i])
-        elif k != jobs[i].scale_factor:
-            jobs[i] = _at(state, jobs[i], k)
-    return replace(state, jobs=tuple(jobs))
+    return counts
 
 
 def _before(state: SchedulerState) -> dict[int, float]:
@@ -79,32 +87,6 @@ def _before(state: SchedulerState) -> dict[int, float]:
     memo: Mapping[int, float] = state.memo.get(BATCHES) or {}
     return {i: memo.get(j.job_id, j.efficiency.batch) for i, j in enumerate(state.jobs)
             if j.batch_range is not None and j.efficiency is not None}
-
-
-def _goodput(state: SchedulerState, job: JobView, k: int) -> float:
-    """Best reference steps/s of ``job`` on ``k`` GPUs of one type that has that many."""
-    rates = [state.table.rate_on(job.job_type, k, t) for t in state.gpu_types if state.cluster.count(t) >= k]
-    return max(rates, default=0.0) * job.gain
-
-
-def _options(state: SchedulerState, job: JobView) -> dict[int, float]:
-    """Count -> speedup ``S`` over the least count the job can run on (restart-discounted where the job
-    would move); counts it cannot run on (no rate on any type) are left out."""
-    assert job.gpu_range is not None
-    lo, hi = job.gpu_range
-    goodput = {k: g for k in range(lo, hi + 1) if (g := _goodput(state, job, k)) > 0}
-    if not goodput:
-        return {job.scale_factor: 1.0}
-    base = goodput[min(goodput)]
-    ran = len(job.previous_gpus)
-    keep = 1.0 - min(job.restart_s / state.round_s, 1.0) if ran else 1.0
-    return {k: g / base if k == ran else g / base * keep for k, g in goodput.items()}
-
-
-def _at(state: SchedulerState, job: JobView, k: int) -> JobView:
-    """``job``'s view as a gang of ``k`` GPUs: its rates there (times its gain)."""
-    rates = tuple([state.table.rate_on(job.job_type, k, t) * job.gain for t in state.gpu_types])
-    return replace(job, scale_factor=k, throughputs=rates)
 
 
 def _adaptive_options(state: SchedulerState, job: JobView, before: float) -> dict[int, float]:

@@ -86,6 +86,30 @@ class Shield:
                      counts, self.cap, top)
 
 
+def at_risk(state: SchedulerState, work: Work, guard: float | None) -> BoolArray | None:
+    """The tail guard of Hadar's objective (``ftf_guard``, docs/hadar.md): the jobs that, run this round
+    on their slowest type (whatever type the plan picks) and then on their best, would finish later
+    than ``guard`` times their isolated time: the whole job at its best type's pace on a 1/m share of the
+    cluster's GPUs, m the jobs active now (Gavel's ``isolated`` baseline, which finish-time fairness is
+    measured against, is blind to types). None: the guard is off or no job is at risk."""
+    if guard is None or not state.jobs:
+        return None
+    top = work.best_rates()
+    m = len(state.jobs)
+    iso = top * np.minimum(1.0, float(state.capacities().sum()) / (m * work.scale.astype(float)))
+    total = np.array([j.total_steps for j in state.jobs], dtype=float)
+    arrival = np.array([j.arrival_s for j in state.jobs], dtype=float)
+    slow = np.where(work.usable(), work.rates, np.inf).min(axis=1)
+    slow = np.where(np.isfinite(slow), slow, 0.0)  # a job no type runs: it waits this round
+    done = np.minimum(work.remaining, slow * state.round_s)  # this round on its slowest type
+    this = np.divide(done, slow, out=np.full(m, float(state.round_s)), where=slow > 0)
+    then = np.divide(work.remaining - done, top, out=np.full(m, np.inf), where=top > 0)
+    alone = np.divide(total, iso, out=np.full(m, np.inf), where=iso > 0)
+    out: BoolArray = (work.remaining > 0) & (top > 0) & (
+        state.now_s + np.where(then > 0, state.round_s, this) + then - arrival > guard * alone)
+    return out if out.any() else None
+
+
 def paced(state: SchedulerState, work: Work, share: FloatArray, shield: IntArray, counts: Counts,
           cap: float | None, top: FloatArray) -> tuple[FloatArray, IntArray]:
     """The keeper's re-plan ``share`` (and its ``shield``, for ``gangs.from_plan``) with ``cap``: a job its

@@ -67,6 +67,10 @@ ADVANCED: Mapping[str, str] = {
     "ftf_cap": "where the TTD keeper re-plans a round, a job that its best type would finish within this round, "
                "and that the re-plan would finish later than this many times its best-type time after its "
                "arrival while the JCT plan's round would not, keeps the plan's GPUs (null: off)",
+    "ftf_guard": "the tail guard of Hadar's objective: a job that, waiting this round and then running on its "
+                 "best type, would finish later than this many times its isolated time (the whole job on a 1/m "
+                 "share of every type, m the active jobs) goes ahead of the plan's and the keeper's other jobs, "
+                 "as a job that never ran does (null: off; docs/hadar.md, \"The objective\")",
     "plan_total": "the fluid plan's span, as a multiple of the TTD horizon",
     "plan_max_jobs": "above this many active jobs the plan is skipped (null: never)",
     "plan_split": "the fluid plan cuts this round into so many equal periods (so that finishing early in the "
@@ -112,6 +116,7 @@ class HadarAdvanced:
     keep_own_quiet: float = OWN_QUIET
     keep_max_jobs: int | None = None
     ftf_cap: float | None = 2.0
+    ftf_guard: float | None = None
     plan_total: float = 3.0
     plan_max_jobs: int | None = None
     plan_split: int = _PLAN.split
@@ -135,7 +140,9 @@ class HadarAdvanced:
                "job-count limits must be >= 0")
         _check(isinstance(self.warm_start, bool), f"warm_start must be true or false, got {self.warm_start!r}")
         _check(self.share_gain >= 0, f"share_gain must be >= 0, got {self.share_gain}")
-        _check(self.ftf_cap is None or self.ftf_cap >= 1, f"ftf_cap must be >= 1, got {self.ftf_cap}")
+        for key in ("ftf_cap", "ftf_guard"):
+            v = getattr(self, key)
+            _check(v is None or v >= 1, f"{key} must be >= 1, got {v}")
         _check(self.keep_own_within >= 1, f"keep_own_within must be >= 1, got {self.keep_own_within}")
         _check(self.keep_own_quiet >= 0, f"keep_own_quiet must be >= 0, got {self.keep_own_quiet}")
         for key in ("keep_mip_nodes", "plan_split"):

@@ -36,7 +36,7 @@ from hadar.policies.base import PolicyTraits, RateModel
 from hadar.policies.hadar import elastic, gangs, groups
 from hadar.policies.hadar.gangs import Counts
 from hadar.policies.hadar.keeper import Horizon, Work, horizon, horizon_s, jct_plan, round_plan
-from hadar.policies.hadar.pace import Shield
+from hadar.policies.hadar.pace import Shield, at_risk
 from hadar.policies.hadar.params import ADVANCED, PARAMS, HadarAdvanced, advanced_of
 from hadar.policies.hadar.pricing import PriceBook
 from hadar.policies.hadar.share import shared_slots
@@ -176,7 +176,9 @@ class HadarPolicy:
         h = hz.s
         if not np.isfinite(h):
             return self._priced(state, book, x, value, scale, order)
-        rnd, left = _Round(state, value, order, fresh), _Left(work, grp, names)
+        risk = at_risk(state, work, adv.ftf_guard)  # the objective's tail guard: first, on the best type
+        first = fresh if risk is None else risk if fresh is None else fresh | risk
+        rnd, left = _Round(state, value, order, first, risk), _Left(work, grp, names)
         counts = (self._jct_plan(rnd, left, h, pw) if plan else None) or \
             self._priced(state, book, x, value, scale, order)
         if keep:
@@ -252,6 +254,9 @@ class HadarPolicy:
         share, price = got if grp is None else (groups.spread(grp, got[0], x, work.remaining, state.round_s)[0],
                                                 got[1][grp.index])
         share, shield = self.shield().apply(state, work, share, counts, rnd.fresh, h)
+        if rnd.risk is not None:  # the tail guard's jobs keep the JCT plan's GPUs (their best type), first
+            mine = gangs.shares(counts, work.scale, share.shape[1])
+            share, shield = np.where(rnd.risk[:, None], mine, share), np.where(rnd.risk, 3, shield)
         kept = gangs.from_plan(state, work, value, share, price, rnd.order, self.rate_model, shield)
         rounded = horizon_s(groups.lp_work(work, grp, work.remaining - work.progress(kept, state.round_s)), hw, names)
         return kept if rounded <= packed else counts  # whole gangs can miss the plan: keep the better round
@@ -275,9 +280,14 @@ class HadarPolicy:
         if got is None:
             return None
         plan, now = got if grp is None else groups.spread(grp, got[0], work.rates, work.remaining, state.round_s)
+        if rnd.risk is not None:  # the tail guard binds: the whole round on the job's best type
+            best = np.where(work.usable(), work.rates, 0.0).argmax(axis=1)
+            plan = np.where(rnd.risk[:, None], np.eye(plan.shape[1])[best], plan)
         first = 2 * (now >= 1.0 - 1e-6)  # the plan finishes these this round, in however little of it
         if fresh is not None:
             first = np.maximum(first, fresh)
+        if rnd.risk is not None:  # the tail guard's jobs ahead of all
+            first = np.where(rnd.risk, 3, first)
         return gangs.from_plan(state, work, rnd.value, plan, np.zeros(len(state.jobs)), rnd.order, self.rate_model,
                                first)
 
@@ -293,12 +303,14 @@ class HadarPolicy:
 @dataclass(frozen=True, slots=True)
 class _Round:
     """What a round's plan and keeper share: the state, the jobs' utility values (jobs x types), the
-    packing order and the first-round rule's jobs (None: the rule is off or moot)."""
+    packing order, the jobs placed first (the first-round rule's and the tail guard's; None: none) and
+    the tail guard's (``ftf_guard``: on their best type; None: none)."""
 
     state: SchedulerState
     value: FloatArray
     order: IntArray
     fresh: BoolArray | None
+    risk: BoolArray | None = None
 
 
 @dataclass(frozen=True, slots=True)
