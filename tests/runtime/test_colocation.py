@@ -27,6 +27,7 @@ from hadar.runtime import checkpoint, colocation
 from hadar.runtime.emulation import SpeedRatios
 from hadar.runtime.outputs import to_gavel_json
 from hadar.runtime.tracker import ThroughputTracker
+from tests.helpers import load_scale
 
 JOB_FILE = Path(__file__).resolve().parent / "jobs" / "regression.py"
 LM, TF = "LM (batch size 20)", "Transformer (batch size 16)"
@@ -215,7 +216,7 @@ def test_the_worker_of_a_gpu_dying_while_it_holds_a_pair_loses_no_finished_work(
 
     res = run(jobs, Cluster(demo_cluster().nodes[:1]), "max_min_fairness_packed", round_s=3.0,
               checkpoint_dir=tmp_path, on_pool=lambda pool: state.update(pool=pool), on_dispatch=on_dispatch,
-              grace_s=20.0, dilation=1.0, pair_workers="eager")
+              grace_s=20.0 * load_scale(), dilation=1.0, pair_workers="eager")
     s = res.summary
     assert "gpu" in state and s["jobs_completed"] == 4
     failed = [e for e in res.events if e["event"] == "lease_failed"]
