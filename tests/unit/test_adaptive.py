@@ -25,7 +25,7 @@ from hadar.model.job import Job
 from hadar.model.plan import Lease, RoundPlan
 from hadar.model.state import Allocation, JobView, SchedulerState
 from hadar.model.throughput import ThroughputTable
-from hadar.policies.hadar import elastic
+from hadar.policies.hadar import elastic, water
 from hadar.sim import executor as sim_executor
 from hadar.sim.executor import SimulatedExecutor
 from hadar.sim.run import simulate
@@ -119,26 +119,31 @@ def test_the_world_runs_a_lease_at_its_batch_and_credits_r_there() -> None:
     assert last.steps == 120.0 and last.end_s == pytest.approx(50.0, rel=1e-12)
 
 
-def _view(ran: bool, restart_s: float, memo_batch: float | None = None) -> SchedulerState:
+def _view(ran: bool, restart_s: float, memo_batch: float | None = None, since: float = -1e5) -> SchedulerState:
+    """One adaptive job on 1 V100 (``ran``: there last round, holding it ``since`` then)."""
     view = JobView(0, T100, 1, 1.0, 0.0, 1e4, 1e4, (2.0,), previous_gpus=(0,) if ran else (), restart_s=restart_s,
                    efficiency=EFF, batch_range=(100.0, 200.0))
-    memo = {elastic.BATCHES: {0: memo_batch}} if memo_batch is not None else {}
+    memo: dict[str, object] = {water.HELD: {0: ((0, 1), since)}}
+    if memo_batch is not None:
+        memo[elastic.BATCHES] = {0: memo_batch}
     return SchedulerState(0.0, 360.0, CLUSTER, (view,), TABLE, memo=memo)
 
 
 def test_hadar_picks_the_batch_of_most_goodput_and_changes_only_where_it_pays_its_restart() -> None:
     """On 1 V100: batch 100 makes 2 x 1 = 2 reference steps/s, 200 makes 1.8 x 4/3 = 2.4. A job that ran at 100
     judges 200 at 2.4 x T / (T + restart), T = 1e4 / 2.4 = 4,167 s: 1.935 with a 1,000 s restart (stays),
-    2.344 with 100 s (moves)."""
+    2.344 with 100 s (moves), where it has held its GPU long (1e5 s) so the change's gain is kept to its end;
+    one placed a round ago expects to keep a change a round (360 s): 2.4 x 360 / 460 = 1.878 < 2 (stays)."""
     assert elastic.best_batch(_view(False, 1000.0), _view(False, 1000.0).jobs[0], 1, ("v100",), 100.0)[1:] == (
         pytest.approx(2.4), 200.0)
     for restart, want in ((1000.0, 100.0), (100.0, 200.0)):
         state = _view(True, restart, 100.0)
         assert elastic.batches_for(state, {0: {0: 1}}) == {0: want}
+    assert elastic.batches_for(_view(True, 100.0, 100.0, since=-360.0), {0: {0: 1}}) == {0: 100.0}
     # a job that did not run pays its restore anyway: the best batch
     assert elastic.batches_for(_view(False, 1000.0), {0: {0: 1}}) == {0: 200.0}
     # its view: on each type its rate at its best batch there times its mean gain over the work left (4/3)
-    sized = elastic.sized(_view(False, 0.0))
+    sized = elastic.sized(_view(False, 0.0))[0]
     assert sized.jobs[0].throughputs == pytest.approx((2.4,))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from hadar.model.efficiency import Efficiency
 from hadar.model.job import Job
 from hadar.model.state import JobView, SchedulerState
 from hadar.model.throughput import ThroughputTable
+from hadar.policies.hadar import water
 from hadar.policies.hadar.elastic import sized
 from hadar.sim.run import simulate
 from hadar.sim.trace import read_jobs
@@ -35,9 +37,9 @@ def _view(job_id: int, ran: int = 0, restart_s: float = 0.0, gpu_range: tuple[in
                    previous_gpus=tuple(range(ran)), restart_s=restart_s, gpu_range=gpu_range)
 
 
-def _counts(*views: JobView) -> list[int]:
-    state = SchedulerState(0.0, 360.0, CLUSTER, views, TABLE)
-    return [j.scale_factor for j in sized(state).jobs]
+def _counts(*views: JobView, memo: dict[str, object] | None = None) -> list[int]:
+    state = SchedulerState(0.0, 360.0, CLUSTER, views, TABLE, memo=memo or {})
+    return [j.scale_factor for j in sized(state)[0].jobs]
 
 
 def test_spare_gpus_go_to_the_most_rate_of_finishing_per_gpu() -> None:
@@ -52,20 +54,38 @@ def test_spare_gpus_go_to_the_most_rate_of_finishing_per_gpu() -> None:
     rigid = _view(1, gpu_range=None, sf=2)
     assert _counts(_view(0), rigid) == [2, 2]
     # rigid jobs asking for the whole cluster: the elastic job gets nothing, and no rate (Hadar leaves it out)
-    state = sized(SchedulerState(0.0, 360.0, CLUSTER, (_view(0), _view(1, gpu_range=None, sf=4)), TABLE))
+    state = sized(SchedulerState(0.0, 360.0, CLUSTER, (_view(0), _view(1, gpu_range=None, sf=4)), TABLE))[0]
     assert state.jobs[0].scale_factor == 1 and state.jobs[0].throughputs == (0.0,)
 
 
+LONG = {water.HELD: {0: ((0, 1), -1e5)}}  # job 0 has held 1 V100 for 1e5 s: a move's gain lasts to its end
+
+
 def test_a_move_must_finish_the_job_sooner_restore_paid() -> None:
-    """Ran on 1 GPU (1 step/s), a 300 s restore to move: on 4 GPUs (3 steps/s) its remaining ``R`` steps take
-    R / 3 + 300 s against R s staying."""
-    assert _counts(_view(0, ran=1, restart_s=300.0)) == [4]  # 1e4 steps: 3,633 s against 10,000 s
+    """Ran on 1 GPU (1 step/s) for long, a 300 s restore to move: on 4 GPUs (3 steps/s) its remaining ``R``
+    steps take R / 3 + 300 s against R s staying."""
+    assert _counts(_view(0, ran=1, restart_s=300.0), memo=LONG) == [4]  # 1e4 steps: 3,633 s against 10,000 s
     # 300 steps: 400 s on 4 against 300 s staying (2: 467 s, 3: 411 s): it stays
-    assert _counts(_view(0, ran=1, restart_s=300.0, left=300.0)) == [1]
+    assert _counts(_view(0, ran=1, restart_s=300.0, left=300.0), memo=LONG) == [1]
     # 600 steps: 500 s on 4, 522 s on 3, against 600 s: it moves
-    assert _counts(_view(0, ran=1, restart_s=300.0, left=600.0)) == [4]
+    assert _counts(_view(0, ran=1, restart_s=300.0, left=600.0), memo=LONG) == [4]
     # a job that has not run pays its restore anywhere: no discount
     assert _counts(_view(0, restart_s=300.0, left=300.0)) == [4]
+
+
+def test_a_move_is_worth_the_time_its_new_placement_is_expected_to_hold() -> None:
+    """On 2 GPUs (1.8 steps/s), 1e4 steps left, a 300 s restore: 4 GPUs (3 steps/s) are judged over the time
+    the move's gain lasts, ``H = min(T, max(round, held))``. Held since long ago: H = T = 3,333 s, 3 x 3,333 /
+    3,633 = 2.75 > 1.8, it moves; placed a round ago: H = 360 s, 3 x 360 / 660 = 1.64 < 1.8, it stays."""
+    long_ago = {water.HELD: {0: ((0, 2), -1e5)}}
+    assert _counts(_view(0, ran=2, restart_s=300.0), memo=long_ago) == [4]
+    assert _counts(_view(0, ran=2, restart_s=300.0), memo={water.HELD: {0: ((0, 2), -360.0)}}) == [2]
+    assert _counts(_view(0, ran=2, restart_s=300.0)) == [2]  # nothing remembered: since last round
+    # the memo after the round: a pick kept keeps its start, a new one starts now
+    both = (_view(0, ran=2, restart_s=300.0), _view(1, ran=0))
+    state = SchedulerState(50.0, 360.0, CLUSTER, both, TABLE, memo={water.HELD: {0: ((0, 2), -1e5)}})
+    memo = sized(replace(state, memo={water.HELD: {0: ((0, 2), 40.0)}}))[1][water.HELD]
+    assert memo[0] == ((0, 2), 40.0) and memo[1][1] == 50.0
 
 
 #: steps/s on 1 and 2 GPUs: the V100 scales, the K80 hardly
@@ -83,7 +103,7 @@ def test_each_job_gets_a_type_and_a_count_sized_on_that_type() -> None:
     def run(left: tuple[float, float]) -> list[tuple[int, dict[str, float]]]:
         views = tuple(JobView(i, TOY, 1, 1.0, 0.0, 1e4, n, TWO.row(TOY, 1, cluster.gpu_types), gpu_range=(1, 2))
                       for i, n in enumerate(left))
-        out = sized(SchedulerState(0.0, 360.0, cluster, views, TWO)).jobs
+        out = sized(SchedulerState(0.0, 360.0, cluster, views, TWO))[0].jobs
         return [(j.scale_factor, dict(zip(cluster.gpu_types, j.throughputs, strict=True))) for j in out]
 
     assert run((1e3, 4e3)) == [(2, {"v100": 1.8, "k80": 0.0}), (2, {"v100": 0.0, "k80": 0.6})]
@@ -160,7 +180,7 @@ def test_counts_a_job_cannot_run_on_are_left_out() -> None:
     table = ThroughputTable.from_gavel_json({"v100": {f"('{odd}', {k})": {"null": r} for k, r in
                                                       ((1, 0.0), (2, 1.0), (4, 1.5))}})
     view = JobView(0, odd, 2, 1.0, 0.0, 1e4, 1e4, table.row(odd, 2, ("v100",)), gpu_range=(1, 4))
-    assert [j.scale_factor for j in sized(SchedulerState(0.0, 360.0, CLUSTER, (view,), table)).jobs] == [3]
+    assert [j.scale_factor for j in sized(SchedulerState(0.0, 360.0, CLUSTER, (view,), table))[0].jobs] == [3]
 
 
 def test_the_cli_runs_scale_gpus_jobs_sooner_than_rigid_ones_under_hadar(tmp_path) -> None:

@@ -5,27 +5,24 @@ water-filled by each job's rate of finishing its remaining work, each job's view
 Rigid jobs keep their counts and are counted first: the GPUs they ask for are taken. The sized views then
 go through Hadar's round unchanged: it places each job as a gang of the chosen count.
 
-Adaptive jobs (a ``batch_range``; Sia's meaning: count and batch both adapt) are sized on the GPUs the
-rigid and elastic jobs leave, on the best batch at each count: goodput at ``(type, k, B)`` is
-``batch_rate`` at ``B`` on ``k`` GPUs of the type (``model/batch.py``) times the job's ``r(B)`` at its
-current progress (``Efficiency.gain``), over the batch candidates of its range, and ``G(k)`` its best over
-the types with ``k`` GPUs. Every adaptive job with a ``gpu_range`` starts at its least count, and the GPUs
-left go one step at a time to the jump ``k -> k'`` of most speedup per added GPU, ``(S(k') - S(k)) /
-(k' - k)`` with ``S(k) = G(k) / G(least)``, while it is positive and fits (ties: the larger score, the job
-first, the smaller count); an adaptive job without a ``gpu_range`` keeps its count. Its view gives, on each
-type, its rate at its best batch there
-(times its mean gain over the work left, as every profiled job's view), and after Hadar's placement
-``batches_for`` gives it the best batch on the count and types it got. Its hysteresis is its finish
-time: an option other than the one it ran at last round (count and batch, the batch remembered in the
-memo) is discounted by ``T / (T + restart_s)`` with ``T`` the time its remaining work takes there
-(``R / G``), so that it changes only where the change would finish it sooner than staying, restart paid,
-were the option kept to the end. Ties: the larger goodput, then the smaller batch.
+Adaptive jobs (a ``batch_range``; Sia's meaning: count and batch both adapt) with a ``gpu_range`` go
+through the same water-filling, each (type, count) valued at its best batch there: goodput at ``(type, k,
+B)`` is ``batch_rate`` at ``B`` on ``k`` GPUs of the type (``model/batch.py``) times the job's ``r(B)`` at its
+current progress (``Efficiency.gain``), over the batch candidates of its range (``water.batched``). An
+adaptive job without a ``gpu_range`` keeps its count, counted with the rigid jobs. Its view gives, on its
+type (every type where it keeps its count), its rate at its best batch there (times its mean gain over the
+work left, as every profiled job's view), and after Hadar's placement ``batches_for`` gives it the best
+batch on the count and types it got. Its hysteresis is the elastic jobs': an option other than the one it
+ran at last round (count, type and batch, the batch remembered in the memo) is discounted by ``H / (H +
+restart_s)``, ``H`` the time the change's gain is expected to last (``water.discount``, ``water.hold_s``).
+Ties: the larger goodput, then the smaller batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from hadar.model.batch import batch_rate, candidates
 from hadar.model.state import JobView, SchedulerState
@@ -34,52 +31,26 @@ from hadar.policies.hadar import water
 BATCHES = "hadar.batches"  # memo: job id -> the batch each adaptive job was given last round
 
 
-def sized(state: SchedulerState) -> SchedulerState:
-    """``state`` with every elastic job's view on the type and count chosen (``water.py``), every adaptive
-    job's at its best batch on each type (``state`` itself when none is elastic or adaptive)."""
+def sized(state: SchedulerState) -> tuple[SchedulerState, dict[str, Any]]:
+    """``state`` with every elastic and ranged adaptive job's view on the type and count chosen
+    (``water.py``), every adaptive job's at its best batch (``state`` itself when none is elastic or
+    adaptive), and what the next round's memo keeps of it (``water.HELD``)."""
     sizing = [i for i, j in enumerate(state.jobs) if j.gpu_range is not None or j.batch_range is not None]
     if not sizing:
-        return state
+        return state, {}
     before = _before(state)
     capacity = int(state.capacities().sum())
     spare = capacity - sum(j.scale_factor for j in state.jobs if j.gpu_range is None)
-    typed = [i for i in sizing if state.jobs[i].batch_range is None]  # elastic, not adaptive
-    picks = water.picks(state, typed, spare)
-    spare -= sum(k for _, k in picks.values())
-    adaptive = [i for i in sizing if state.jobs[i].batch_range is not None]
-    counts = _adaptive_counts(state, adaptive, before, spare)
+    ranged = [i for i in sizing if state.jobs[i].gpu_range is not None]
+    picks = water.picks(state, ranged, spare, before)
     jobs = list(state.jobs)
-    for i in typed:
+    for i in sizing:
         r, k = picks.get(i, (-1, jobs[i].scale_factor))
-        jobs[i] = water.on(state, jobs[i], r, k)
-    for i in adaptive:
-        jobs[i] = _at_batch(state, jobs[i], counts.get(i, jobs[i].scale_factor), before[i])
-    return replace(state, jobs=tuple(jobs))
-
-
-def _adaptive_counts(state: SchedulerState, adaptive: list[int], before: Mapping[int, float],
-                     spare: int) -> dict[int, int]:
-    """Job index -> GPU count of each adaptive job with a ``gpu_range``: every one at its least count, then the
-    ``spare`` GPUs, one step at a time, to the jump of most speedup per added GPU (``_adaptive_options``)."""
-    options = {i: _adaptive_options(state, state.jobs[i], before[i]) for i in adaptive
-               if state.jobs[i].gpu_range is not None}
-    counts = {i: min(o) for i, o in options.items()}
-    spare -= sum(counts.values())
-    while spare > 0:
-        best: tuple[float, int, int] | None = None  # (-score, job index, count): the smallest wins
-        for i, worth in options.items():
-            here = counts[i]
-            for k, s in worth.items():
-                if here < k <= here + spare:
-                    gain = (s - worth[here]) / (k - here)
-                    if gain > 1e-12 and (best is None or (-gain, i, k) < best):
-                        best = (-gain, i, k)
-        if best is None:
-            break
-        _, i, k = best
-        spare -= k - counts[i]
-        counts[i] = k
-    return counts
+        if jobs[i].batch_range is None:
+            jobs[i] = water.on(state, jobs[i], r, k)
+        else:  # an adaptive job without a range keeps its count, on any type
+            jobs[i] = _at_batch(state, jobs[i], k, before[i], r if jobs[i].gpu_range is not None else None)
+    return replace(state, jobs=tuple(jobs)), ({water.HELD: water.held(state, picks)} if picks else {})
 
 
 def _before(state: SchedulerState) -> dict[int, float]:
@@ -87,25 +58,6 @@ def _before(state: SchedulerState) -> dict[int, float]:
     memo: Mapping[int, float] = state.memo.get(BATCHES) or {}
     return {i: memo.get(j.job_id, j.efficiency.batch) for i, j in enumerate(state.jobs)
             if j.batch_range is not None and j.efficiency is not None}
-
-
-def _adaptive_options(state: SchedulerState, job: JobView, before: float) -> dict[int, float]:
-    """Count -> speedup over the least count's best goodput (restart-discounted) of an adaptive job: its best
-    batch on its best type at each count of its ``gpu_range`` (else its own); counts it cannot run on left
-    out."""
-    lo, hi = job.gpu_range if job.gpu_range is not None else (job.scale_factor, job.scale_factor)
-    worth: dict[int, float] = {}
-    raw: dict[int, float] = {}
-    for k in range(lo, hi + 1):
-        for t in state.gpu_types:
-            if state.cluster.count(t) >= k:
-                d, g, _ = best_batch(state, job, k, (t,), before)
-                if g > 0:
-                    worth[k], raw[k] = max(worth.get(k, 0.0), d), max(raw.get(k, 0.0), g)
-    if not worth:
-        return {job.scale_factor: 1.0}
-    base = raw[min(raw)]
-    return {k: g / base for k, g in worth.items()}
 
 
 def best_batch(state: SchedulerState, job: JobView, k: int, types: tuple[str, ...],
@@ -123,8 +75,7 @@ def best_batch(state: SchedulerState, job: JobView, k: int, types: tuple[str, ..
             continue
         d = g
         if ran and (k, b) != (ran, before):
-            t_left = job.remaining_steps / g
-            d = g * t_left / (t_left + job.restart_s)
+            d = g * water.discount(job.remaining_steps / g, water.hold_s(state, job), job.restart_s)
         if d > out[0]:
             out = (d, g, b)
     return out
@@ -154,13 +105,17 @@ def _mean_gain(job: JobView, b: float) -> float:
     return left / need if need > 0 else eff.gain(1.0, b)
 
 
-def _at_batch(state: SchedulerState, job: JobView, k: int, before: float) -> JobView:
-    """An adaptive job's view as a gang of ``k`` GPUs: on each type, its rate at its best batch there times
-    its mean gain at that batch over the work left (as a rigid job's view counts its gain)."""
+def _at_batch(state: SchedulerState, job: JobView, k: int, before: float, only: int | None) -> JobView:
+    """An adaptive job's view as a gang of ``k`` GPUs: on each type (type index ``only``'s alone where
+    given; -1: none), its rate at its best batch there times its mean gain at that batch over the work left
+    (as a rigid job's view counts its gain)."""
     eff = job.efficiency
     assert eff is not None
     rates = []
-    for t in state.gpu_types:
+    for q, t in enumerate(state.gpu_types):
+        if only is not None and q != only:
+            rates.append(0.0)
+            continue
         b = best_batch(state, job, k, (t,), before)[2]
         rates.append(batch_rate(state.table, job.job_type, eff.batch, b, k, t) * _mean_gain(job, b))
     return replace(job, scale_factor=k, throughputs=tuple(rates))

@@ -88,7 +88,7 @@ class HadarPolicy:
 
     # -- the round's decision ------------------------------------------------------
     def allocate(self, state: SchedulerState) -> Allocation:
-        state = elastic.sized(state)  # elastic and adaptive jobs sized by goodput (elastic.py)
+        state, held = elastic.sized(state)  # elastic and adaptive jobs sized by goodput (elastic.py)
         m, types = len(state.jobs), state.gpu_types
         if m == 0:
             return Allocation.for_state(state, np.zeros((0, len(types))), counts={})
@@ -104,7 +104,7 @@ class HadarPolicy:
                 fractions[s.host] = 0.0
         return Allocation.for_state(state, fractions, counts={
             ids[i]: {types[r]: k for r, k in c.items()} for i, c in counts.items()},
-            pairs=pairs or None, memo={**warm_memo(warm), **({elastic.BATCHES: batches} if batches else {})},
+            pairs=pairs or None, memo={**warm_memo(warm), **held, **({elastic.BATCHES: batches} if batches else {})},
             batches=batches or None)
 
     def warm_starts(self, state: SchedulerState) -> Warms | None:
