@@ -143,6 +143,12 @@ class JobLedger:
         return SchedulerState(now_s=now_s, round_s=self.round_s, cluster=self.cluster, jobs=views,
                               table=self.table, memo=self.memo)
 
+    def reindex(self) -> None:
+        """Rebuild what is derived from the active records (after a store put them back)."""
+        self._holding = {j for j, r in self.active.items() if r.prev_gpus or r.restoring}
+        self._held = {j for j, r in self.active.items() if r.prev_gpus}
+        self._changed()
+
     def _changed(self, recs: Iterable[JobRecord] | None = None) -> None:
         """Records changed (None: all of them): their views are rebuilt at the next snapshot."""
         for rec in self.records.values() if recs is None else recs:

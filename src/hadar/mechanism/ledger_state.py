@@ -59,12 +59,8 @@ def restore_ledger(ledger: JobLedger, data: Mapping[str, Any], jobs: Mapping[int
     for jid in data["active"]:
         rec = ledger.records[int(jid)]
         ledger.active[rec.job.job_id] = rec
-        if rec.prev_gpus or rec.restoring:
-            ledger._holding.add(rec.job.job_id)
-        if rec.prev_gpus:
-            ledger._held.add(rec.job.job_id)
     ledger.gpu_busy_s[:] = [float(b) for b in data["gpu_busy_s"]]
     for k in _COUNTS:
         setattr(ledger, k, data[k])
     ledger.memo = dict(memo or {})
-    ledger._views = None
+    ledger.reindex()
