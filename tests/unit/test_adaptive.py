@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import math
 import pickle
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -145,6 +146,21 @@ def test_hadar_picks_the_batch_of_most_goodput_and_changes_only_where_it_pays_it
     # its view: on each type its rate at its best batch there times its mean gain over the work left (4/3)
     sized = elastic.sized(_view(False, 0.0))[0]
     assert sized.jobs[0].throughputs == pytest.approx((2.4,))
+
+
+def test_a_ranged_adaptive_job_gets_its_type_and_count_by_goodput_at_its_best_batch() -> None:
+    """The elastic jobs' water-filling, each count at its best batch: on 1 V100 batch 200 makes 1.8 x 4/3 = 2.4
+    reference steps/s (100: 2), on 2 V100s 3.0 x 4/3 = 4 (100: 3.6). From nothing, 1 GPU first (2.4 a GPU
+    against 4 / 2), then the second (adds 1.6): 2 GPUs, its view 4 on the V100s; beside a rigid job holding
+    one GPU, 1."""
+    view = replace(_view(False, 0.0).jobs[0], gpu_range=(1, 2))
+    state = SchedulerState(0.0, 360.0, CLUSTER, (view,), TABLE)
+    sized, memo = elastic.sized(state)
+    assert sized.jobs[0].scale_factor == 2 and sized.jobs[0].throughputs == pytest.approx((4.0,))
+    assert memo[water.HELD] == {0: ((0, 2), 0.0)}
+    rigid = JobView(1, T100, 1, 1.0, 0.0, 1e4, 1e4, (2.0,))
+    beside = elastic.sized(SchedulerState(0.0, 360.0, CLUSTER, (view, rigid), TABLE))[0]
+    assert beside.jobs[0].scale_factor == 1 and beside.jobs[0].throughputs == pytest.approx((2.4,))
 
 
 def test_a_change_of_batch_is_not_an_extended_lease() -> None:
