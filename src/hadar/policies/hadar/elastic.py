@@ -68,6 +68,7 @@ def best_batch(state: SchedulerState, job: JobView, k: int, types: tuple[str, ..
     assert eff is not None and job.batch_range is not None
     fraction = job.done_steps / job.total_steps if job.total_steps > 0 else 0.0
     ran = len(job.previous_gpus)
+    hold = water.hold_s(state, job) if ran else 0.0  # once, not per candidate batch
     out = (0.0, 0.0, before)
     for b in candidates(state.table, job.job_type, eff.batch, *job.batch_range):
         g = min(batch_rate(state.table, job.job_type, eff.batch, b, k, t) for t in types) * eff.gain(fraction, b)
@@ -75,7 +76,7 @@ def best_batch(state: SchedulerState, job: JobView, k: int, types: tuple[str, ..
             continue
         d = g
         if ran and (k, b) != (ran, before):
-            d = g * water.discount(job.remaining_steps / g, water.hold_s(state, job), job.restart_s)
+            d = g * water.discount(job.remaining_steps / g, hold, job.restart_s)
         if d > out[0]:
             out = (d, g, b)
     return out
