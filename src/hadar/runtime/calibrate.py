@@ -73,50 +73,91 @@ def _evaluate(wl: Any, seed: int, state: dict[str, Any] | None) -> tuple[float, 
     return metric, loss
 
 
+@dataclass(frozen=True, slots=True)
+class Training:
+    """How ``train`` trains: ``steps`` samples (per-worker batches) in rounds of ``local_steps`` iterations per
+    copy; ``start``: a checkpoint of the same job and seed to go on from (its own steps and iterations
+    carried on; the curve counts samples from it), else from scratch; the held-out set evaluated every
+    ``eval_every`` rounds and after the last."""
+
+    steps: int
+    local_steps: int
+    seed: int
+    optimizer: str = "largest"
+    start: Path | None = None
+    eval_every: int = 1
+
+
 def train_curve(name: str, copies: int, *, steps: int, local_steps: int, seed: int, folder: Path,
                 optimizer: str = "largest") -> Curve:
     """Train workload ``name`` for ``steps`` samples as ``copies`` copies (1: unforked), averaged every
     round of ``local_steps`` iterations per copy; the held-out quality after every round."""
-    from dataclasses import replace
+    return train(name, copies, Training(steps, local_steps, seed, optimizer), folder)
 
-    from hadar.job.runner import run_lease
-    from hadar.runtime import aggregate, checkpoint, workloads
+
+def train(name: str, copies: int, how: Training, folder: Path) -> Curve:
+    """``train_curve`` as ``how`` says (``Training``)."""
+    import shutil
+
+    from hadar.runtime import checkpoint, workloads
 
     wl = workloads.get(name)
     folder.mkdir(parents=True, exist_ok=True)
     canonical = folder / "job.pt"
     canonical.unlink(missing_ok=True)
-    done, iteration, saved = 0, 0, False
-    m, lo = _evaluate(wl, seed, None)
+    offset, iteration, saved = 0, 0, False
+    if how.start is not None:
+        shutil.copyfile(how.start, canonical)
+        meta = checkpoint.meta_of(checkpoint.load(canonical))
+        offset, iteration, saved = int(meta["steps"]), int(meta["iteration"]), True
+    state = checkpoint.load(canonical) if saved else None
+    m, lo = _evaluate(wl, how.seed, state["state"] if state else None)
     samples, metric, loss = [0.0], [m], [lo]
-    while done < steps:
-        share = min(local_steps * copies, steps - done)
-        per = [share // copies + (1 if c < share % copies else 0) for c in range(copies)]
-        base = _spec(name, seed, folder, total_steps=float(steps), start_iteration=iteration, steps_done=float(done),
-                     resume_steps=float(done) if saved else None, max_iterations=0)
-        results = []
-        for c, n in enumerate(per):
-            if n == 0:
-                continue
-            spec = replace(base, max_iterations=n)
-            if copies > 1:
-                spec = replace(spec, copy=c, copies=copies, shard_offset=c, shards=copies,
-                               checkpoint=str(aggregate.copy_path(canonical, c)))
-            out = run_lease(spec)
-            if not out.ok:
-                raise RuntimeError(f"{name} copy {c}: {out.error}\n{out.traceback}")
-            results.append(aggregate.CopyResult(c, aggregate.copy_path(canonical, c), float(n), out.iterations))
-        if copies > 1:
-            aggregate.merge_copies(canonical, float(done), iteration, results, optimizer=optimizer)
+    done, rounds = 0, 0
+    while done < how.steps:
+        share = min(how.local_steps * copies, how.steps - done)
+        iteration += _round(name, copies, how, folder, (offset + done, iteration, share, saved, offset + how.steps))
         done += share
-        iteration += max(r.iterations for r in results)
+        rounds += 1
         saved = True
-        state = checkpoint.load(canonical)
-        m, lo = _evaluate(wl, seed, state["state"] if state else None)
-        samples.append(float(done))
-        metric.append(m)
-        loss.append(lo)
-    return Curve(name, copies, seed, tuple(samples), tuple(metric), tuple(loss))
+        if rounds % how.eval_every == 0 or done >= how.steps:
+            state = checkpoint.load(canonical)
+            m, lo = _evaluate(wl, how.seed, state["state"] if state else None)
+            samples.append(float(done))
+            metric.append(m)
+            loss.append(lo)
+    return Curve(name, copies, how.seed, tuple(samples), tuple(metric), tuple(loss))
+
+
+def _round(name: str, copies: int, how: Training, folder: Path, at: tuple[int, int, int, bool, int]) -> int:
+    """One round of ``share`` samples split over the copies, from ``at`` = (job steps done, iteration, share,
+    a checkpoint to resume, the job's total steps), the copies merged into the canonical checkpoint; the
+    iterations the longest copy made."""
+    from dataclasses import replace
+
+    from hadar.job.runner import run_lease
+    from hadar.runtime import aggregate
+
+    done, iteration, share, saved, total = at
+    canonical = folder / "job.pt"
+    per = [share // copies + (1 if c < share % copies else 0) for c in range(copies)]
+    base = _spec(name, how.seed, folder, total_steps=float(total), start_iteration=iteration,
+                 steps_done=float(done), resume_steps=float(done) if saved else None, max_iterations=0)
+    results = []
+    for c, n in enumerate(per):
+        if n == 0:
+            continue
+        spec = replace(base, max_iterations=n)
+        if copies > 1:
+            spec = replace(spec, copy=c, copies=copies, shard_offset=c, shards=copies,
+                           checkpoint=str(aggregate.copy_path(canonical, c)))
+        out = run_lease(spec)
+        if not out.ok:
+            raise RuntimeError(f"{name} copy {c}: {out.error}\n{out.traceback}")
+        results.append(aggregate.CopyResult(c, aggregate.copy_path(canonical, c), float(n), out.iterations))
+    if copies > 1:
+        aggregate.merge_copies(canonical, float(done), iteration, results, optimizer=how.optimizer)
+    return max(r.iterations for r in results)
 
 
 def measure(names: list[str], copies: list[int], seeds: list[int], *, steps: dict[str, int],

@@ -69,6 +69,7 @@ def add_parser(sub: Any) -> None:
     h.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     h.set_defaults(func=main)
     add_fork_efficiency_parser(esub)
+    add_fork_scan_parser(esub)
     from hadar.runtime import ttt
 
     ttt.add_parser(esub)
@@ -92,12 +93,77 @@ def add_fork_efficiency_parser(esub: Any) -> None:
                    help=f"iterations each copy trains between averages (default {LOCAL_STEPS})")
     f.add_argument("--basis", choices=("metric", "loss"), default="loss",
                    help="quality the fit uses: the held-out loss or the workload's own metric (default loss)")
+    _fork_tail(f, "write the calibration file (JSON) here")
+    f.set_defaults(func=main_fork_efficiency)
+
+
+def _fork_tail(f: Any, out: str) -> None:
+    """The options both fork experiments end with."""
     f.add_argument("--fork-optimizer", choices=("largest", "average"), default="largest",
                    help="the merged optimizer state, as in `hadar run` (default largest)")
-    f.add_argument("--out", type=Path, help="write the calibration file (JSON) here")
+    f.add_argument("--out", type=Path, help=out)
     f.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     f.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
-    f.set_defaults(func=main_fork_efficiency)
+
+
+def add_fork_scan_parser(esub: Any) -> None:
+    from hadar.runtime.forkscan import LOCAL_STEPS
+
+    ls = ",".join(map(str, LOCAL_STEPS))
+    f = esub.add_parser("fork-scan", help="measure the gradient noise scale and the drift rho of forked training",
+                        description="From a checkpoint early (from scratch) and late in training, measure each "
+                        "workload's gradient noise scale Bn and train it unforked and as k copies averaged every L "
+                        "local steps for the same samples; print eff(k) measured against the noise-scale model's "
+                        "(Bn + B) / (Bn + kB) and the drift rho (their ratio). Writes scan.json, scan.csv and "
+                        "scan.png to --out.")
+    f.add_argument("--workloads", default="recoder,lstm", help="comma-separated (default recoder,lstm)")
+    f.add_argument("--copies", default="2", help="forked ways k, comma-separated (default 2)")
+    f.add_argument("--local-steps", default=ls, help=f"iterations per copy between averages (default {ls})")
+    f.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    f.add_argument("--warm", help="samples trained unforked before the fork, comma-separated (default 0 and the "
+                   "workload's `fork-efficiency` budget: early and late)")
+    f.add_argument("--samples", type=int, default=3072,
+                   help="samples (per-worker batches) each run trains from the fork point (default 3072)")
+    _fork_tail(f, "write scan.json, scan.csv and scan.png here")
+    f.set_defaults(func=main_fork_scan)
+
+
+def main_fork_scan(args: argparse.Namespace) -> int:
+    import time
+    from dataclasses import asdict
+
+    from hadar.cli import emit_json
+    from hadar.runtime import forkscan, workloads
+    from hadar.runtime.calibrate import BUDGETS
+    from hadar.runtime.cli import require_runtime_extra
+
+    require_runtime_extra("experiment")
+    names = [workloads.get(workloads.ALIASES.get(w.strip().lower(), w.strip())).alias
+             for w in args.workloads.split(",") if w.strip()]
+    if not names:
+        raise InputError("--workloads names no workload")
+    if args.samples < 1:
+        raise InputError(f"--samples must be at least 1, got {args.samples}")
+    given = _ints(args.warm, "--warm", 0) if args.warm else None
+    plan = forkscan.Scan(names, _ints(args.copies, "--copies", 2), _ints(args.local_steps, "--local-steps", 1),
+                         _ints(args.seeds, "--seeds", 0), {n: given or [0, BUDGETS[n]] for n in names},
+                         dict.fromkeys(names, args.samples), args.fork_optimizer)
+    t0 = time.monotonic()
+
+    def progress(text: str) -> None:
+        if not args.no_progress:
+            sys.stderr.write(f"{text} ({time.monotonic() - t0:.0f} s)\n")
+
+    points = forkscan.scan(plan, progress)
+    settings = {**asdict(plan), "wall_s": time.monotonic() - t0}
+    written = forkscan.write(points, settings, args.out) if args.out is not None else []
+    if args.json:
+        emit_json({"settings": settings, "points": [{**asdict(p), "rho": p.rho} for p in points]})
+        return 0
+    print(forkscan.format_table(points))
+    for path in written:
+        print(f"wrote {path}")
+    return 0
 
 
 def _ints(text: str, flag: str, low: int) -> list[int]:
