@@ -86,6 +86,19 @@ def test_the_cli_scans_phases_and_local_steps_and_writes_its_files(tmp_path, cap
     assert (out / "scan.png").stat().st_size > 0
 
 
+def test_the_train_basis_reads_the_loss_on_fixed_training_batches(tmp_path) -> None:
+    from hadar.runtime.calibrate import Training, train
+
+    a = train("recoder", 1, Training(8, 4, 3, basis="train"), tmp_path / "a")
+    b = train("recoder", 1, Training(8, 4, 3, basis="train"), tmp_path / "b")
+    held = train("recoder", 1, Training(8, 4, 3), tmp_path / "c")
+    assert a == b and a.loss == a.metric and a.loss[-1] < a.loss[0]  # one value, the loss, falling as it trains
+    assert a.loss != held.loss
+    # going on from a checkpoint: the curve counts samples from it, and starts at the checkpoint's loss
+    more = train("recoder", 1, Training(4, 4, 3, start=tmp_path / "a" / "job.pt", basis="train"), tmp_path / "d")
+    assert more.samples == (0.0, 4.0) and more.loss[0] == pytest.approx(a.loss[-1])
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--workloads", "nope"], "unknown runtime job type 'nope'"),
     (["--local-steps", "0"], "--local-steps needs integers of at least 1"),

@@ -62,6 +62,23 @@ def test_merge_writes_the_weighted_average_and_the_progress_of_all_copies(tmp_pa
     assert state["seen"] == 0  # every other entry: from the copy that did most steps
 
 
+def test_an_outer_step_moves_the_model_by_that_times_the_copies_mean_move(tmp_path):
+    torch.manual_seed(9)
+    start = {"model": {**torch.nn.Linear(3, 2).state_dict(), "n": torch.tensor(5)}}
+    checkpoint.save_atomic({"hadar": {"run_id": "r", "job_id": 1, "steps": 100, "iteration": 10}, "state": start},
+                           tmp_path / "job-1.pt")
+    c0, s0 = _copy_ckpt(tmp_path, 0, 1, steps=60, iterations=60)
+    c1, s1 = _copy_ckpt(tmp_path, 1, 2, steps=20, iterations=20)
+    aggregate.merge_copies(tmp_path / "job-1.pt", 100.0, 10, [c0, c1], outer=2.0)
+    got = checkpoint.load(tmp_path / "job-1.pt")["state"]["model"]["weight"]
+    mean = 0.75 * s0["model"]["weight"] + 0.25 * s1["model"]["weight"]
+    w0 = start["model"]["weight"]
+    assert torch.allclose(got, w0 + 2.0 * (mean - w0), atol=1e-6)  # the copies' two moves summed
+    out = aggregate.extrapolate({"w": torch.zeros(2), "n": torch.tensor(1)}, {"w": torch.ones(2), "n": torch.tensor(4)},
+                                0.5)
+    assert torch.equal(out["w"], torch.full((2,), 0.5)) and out["n"].item() == 4  # integers: the merged model's
+
+
 def test_a_dead_copy_is_left_out_and_nothing_else_is_lost(tmp_path):
     c0, s0 = _copy_ckpt(tmp_path, 0, 1, steps=40, iterations=40)
     dead = aggregate.CopyResult(1, aggregate.copy_path(tmp_path / "job-1.pt", 1), 0.0, 0)  # died: no steps

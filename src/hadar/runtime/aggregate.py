@@ -86,15 +86,37 @@ class Merged:
     state: dict[str, Any]  # the job's merged state (what ``ctx.load_state()`` returns next)
 
 
+def extrapolate(base: Mapping[str, Any], moved: Mapping[str, Any], outer: float) -> dict[str, Any]:
+    """``base + outer x (moved - base)`` key-wise on floating-point tensors; every other entry ``moved``'s."""
+    import torch
+
+    out = dict(moved)
+    for key, v in moved.items():
+        b = base.get(key)
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and isinstance(b, torch.Tensor):
+            out[key] = (b.to(torch.float64) + outer * (v.to(torch.float64) - b.to(torch.float64))).to(v.dtype)
+    return out
+
+
+def _model_of(path: str | Path) -> Mapping[str, Any]:
+    """The ``"model"`` of the checkpoint at ``path`` (empty where there is none)."""
+    envelope = checkpoint.load(path)
+    model = envelope["state"].get("model") if envelope is not None else None
+    return model if isinstance(model, Mapping) else {}
+
+
 def merge_copies(canonical: str | Path, steps0: float, iteration0: int, copies: Sequence[CopyResult], *,
-                 optimizer: str = "largest") -> Merged | None:
+                 optimizer: str = "largest", outer: float = 1.0) -> Merged | None:
     """Average the copies' checkpoints into ``canonical`` (atomic write); None if no copy contributed.
 
     ``steps0``, ``iteration0``: the job's progress and step number when the copies started; the merged
     progress is ``steps0`` + the sum of the copies' steps, the step number ``iteration0`` + the largest
     copy's (the copies split each global batch). The states' ``"model"`` entries are averaged, weighted by
     steps; without a ``"model"`` in every copy, the state of the copy that did most steps is kept whole.
+    ``outer``: the model moves from the one ``canonical`` held by ``outer`` times the copies' mean move
+    (1: their average; k: the sum of their moves; the copies' start is read from ``canonical``).
     """
+    base = _model_of(canonical) if outer != 1.0 else None
     if optimizer not in OPTIMIZER_POLICIES:
         raise ValueError(f"optimizer policy must be one of {OPTIMIZER_POLICIES}, got {optimizer!r}")
     done = [c for c in copies if c.steps > 0]
@@ -111,6 +133,8 @@ def merge_copies(canonical: str | Path, steps0: float, iteration0: int, copies: 
     merged = dict(states[top])
     if all(isinstance(s.get("model"), Mapping) for s in states):
         merged["model"] = average_tensors([s["model"] for s in states], weights)
+        if base is not None:
+            merged["model"] = extrapolate(base, merged["model"], outer)
         if optimizer == "average" and all(isinstance(s.get("optimizer"), Mapping) for s in states):
             merged["optimizer"] = average_tensors([s["optimizer"] for s in states], weights)
     meta = dict(checkpoint.meta_of(envelopes[top]))

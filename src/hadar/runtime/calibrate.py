@@ -32,6 +32,7 @@ BUDGETS: dict[str, int] = {"resnet": 260, "lstm": 1500, "transformer": 220, "rec
 #: iterations each copy trains between averages (about a copy's share of a 3 s round in that experiment)
 LOCAL_STEPS = 24
 RUN_ID = "fork-efficiency"
+TRAIN_BATCHES = 32  # batches of the training set the ``train`` basis averages the loss over
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +56,9 @@ def _spec(name: str, seed: int, folder: Path, **kw: Any) -> Any:
                      checkpoint=str(canonical), restore_from=str(canonical), seed=seed, run_id=RUN_ID, **kw)
 
 
-def _evaluate(wl: Any, seed: int, state: dict[str, Any] | None) -> tuple[float, float]:
-    """(metric, loss) of the model in ``state`` (None: untrained) on the workload's held-out set."""
+def _evaluate(wl: Any, seed: int, state: dict[str, Any] | None, basis: str = "heldout") -> tuple[float, float]:
+    """(metric, loss) of the model in ``state`` (None: untrained) on the workload's held-out set; ``basis``
+    ``train``: its loss (both values) on ``TRAIN_BATCHES`` fixed batches of its training set instead."""
     import torch
 
     from hadar.runtime.workloads.base import _data
@@ -65,7 +67,13 @@ def _evaluate(wl: Any, seed: int, state: dict[str, Any] | None) -> tuple[float, 
     model = wl.build_model(seed)
     if state is not None:
         model.load_state_dict(state["model"])
-    _, test = _data(cast(Any, type(wl)), seed, "cpu")  # a class is hashable; mypy thinks not
+    train_set, test = _data(cast(Any, type(wl)), seed, "cpu")  # a class is hashable; mypy thinks not
+    if basis == "train":
+        model.eval()
+        with torch.no_grad():
+            lo = sum(float(wl.loss(model, wl.batch(train_set, i, 0, 1, seed + 104_729)))
+                     for i in range(TRAIN_BATCHES)) / TRAIN_BATCHES
+        return lo, lo
     metric = wl.evaluate(model, test)
     model.eval()
     with torch.no_grad():  # Recoder: reconstruct the test users' whole rows from the visible part
@@ -78,7 +86,8 @@ class Training:
     """How ``train`` trains: ``steps`` samples (per-worker batches) in rounds of ``local_steps`` iterations per
     copy; ``start``: a checkpoint of the same job and seed to go on from (its own steps and iterations
     carried on; the curve counts samples from it), else from scratch; the held-out set evaluated every
-    ``eval_every`` rounds and after the last."""
+    ``eval_every`` rounds and after the last; ``outer``: the merge's step (``aggregate.merge_copies``);
+    ``basis``: ``heldout`` (the held-out metric and loss) or ``train`` (the loss on fixed training batches)."""
 
     steps: int
     local_steps: int
@@ -86,6 +95,8 @@ class Training:
     optimizer: str = "largest"
     start: Path | None = None
     eval_every: int = 1
+    outer: float = 1.0
+    basis: str = "heldout"
 
 
 def train_curve(name: str, copies: int, *, steps: int, local_steps: int, seed: int, folder: Path,
@@ -111,7 +122,7 @@ def train(name: str, copies: int, how: Training, folder: Path) -> Curve:
         meta = checkpoint.meta_of(checkpoint.load(canonical))
         offset, iteration, saved = int(meta["steps"]), int(meta["iteration"]), True
     state = checkpoint.load(canonical) if saved else None
-    m, lo = _evaluate(wl, how.seed, state["state"] if state else None)
+    m, lo = _evaluate(wl, how.seed, state["state"] if state else None, how.basis)
     samples, metric, loss = [0.0], [m], [lo]
     done, rounds = 0, 0
     while done < how.steps:
@@ -122,7 +133,7 @@ def train(name: str, copies: int, how: Training, folder: Path) -> Curve:
         saved = True
         if rounds % how.eval_every == 0 or done >= how.steps:
             state = checkpoint.load(canonical)
-            m, lo = _evaluate(wl, how.seed, state["state"] if state else None)
+            m, lo = _evaluate(wl, how.seed, state["state"] if state else None, how.basis)
             samples.append(float(done))
             metric.append(m)
             loss.append(lo)
@@ -156,7 +167,8 @@ def _round(name: str, copies: int, how: Training, folder: Path, at: tuple[int, i
             raise RuntimeError(f"{name} copy {c}: {out.error}\n{out.traceback}")
         results.append(aggregate.CopyResult(c, aggregate.copy_path(canonical, c), float(n), out.iterations))
     if copies > 1:
-        aggregate.merge_copies(canonical, float(done), iteration, results, optimizer=how.optimizer)
+        aggregate.merge_copies(canonical, float(done), iteration, results, optimizer=how.optimizer,
+                               outer=how.outer)
     return max(r.iterations for r in results)
 
 

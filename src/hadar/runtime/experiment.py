@@ -111,11 +111,9 @@ def add_fork_scan_parser(esub: Any) -> None:
 
     ls = ",".join(map(str, LOCAL_STEPS))
     f = esub.add_parser("fork-scan", help="measure the gradient noise scale and the drift rho of forked training",
-                        description="From a checkpoint early (from scratch) and late in training, measure each "
-                        "workload's gradient noise scale Bn and train it unforked and as k copies averaged every L "
-                        "local steps for the same samples; print eff(k) measured against the noise-scale model's "
-                        "(Bn + B) / (Bn + kB) and the drift rho (their ratio). Writes scan.json, scan.csv and "
-                        "scan.png to --out.")
+                        description="Early and late in training, measure the gradient noise scale Bn and eff(k) of "
+                        "k copies averaged every L local steps against the noise-scale model's (Bn + B) / (Bn + kB) "
+                        "and their ratio rho (src/hadar/runtime/forkscan.py).")
     f.add_argument("--workloads", default="recoder,lstm", help="comma-separated (default recoder,lstm)")
     f.add_argument("--copies", default="2", help="forked ways k, comma-separated (default 2)")
     f.add_argument("--local-steps", default=ls, help=f"iterations per copy between averages (default {ls})")
@@ -124,6 +122,10 @@ def add_fork_scan_parser(esub: Any) -> None:
                    "workload's `fork-efficiency` budget: early and late)")
     f.add_argument("--samples", type=int, default=3072,
                    help="samples (per-worker batches) each run trains from the fork point (default 3072)")
+    f.add_argument("--outer", type=float, default=1.0,
+                   help="the merge moves the model by this times the copies' mean move (default 1: their average)")
+    f.add_argument("--basis", choices=("train", "heldout"), default="train",
+                   help="the loss eff is read on: fixed training batches or the held-out set (default train)")
     _fork_tail(f, "write scan.json, scan.csv and scan.png here")
     f.set_defaults(func=main_fork_scan)
 
@@ -142,12 +144,12 @@ def main_fork_scan(args: argparse.Namespace) -> int:
              for w in args.workloads.split(",") if w.strip()]
     if not names:
         raise InputError("--workloads names no workload")
-    if args.samples < 1:
-        raise InputError(f"--samples must be at least 1, got {args.samples}")
+    if args.samples < 1 or not 0 < args.outer <= 16:
+        raise InputError(f"--samples must be at least 1 and --outer in (0, 16], got {args.samples}, {args.outer}")
     given = _ints(args.warm, "--warm", 0) if args.warm else None
     plan = forkscan.Scan(names, _ints(args.copies, "--copies", 2), _ints(args.local_steps, "--local-steps", 1),
                          _ints(args.seeds, "--seeds", 0), {n: given or [0, BUDGETS[n]] for n in names},
-                         dict.fromkeys(names, args.samples), args.fork_optimizer)
+                         dict.fromkeys(names, args.samples), args.fork_optimizer, args.outer, args.basis)
     t0 = time.monotonic()
 
     def progress(text: str) -> None:

@@ -15,7 +15,10 @@ measures both on the bundled workloads instead of assuming them:
   unforked run (``bn_end``): Bn grows as training goes on.
 - **eff(k) at each local-step count L**: from the checkpoint, unforked training and k copies averaged every
   L iterations per copy train the same ``samples`` (per-worker batches); eff is the share of them unforked
-  training needs to reach the held-out loss the copies reached (``calibrate``'s conversion; at most 1).
+  training needs to reach the loss the copies reached (``calibrate``'s conversion; at most 1). The loss is,
+  by default, the training loss on fixed batches (``basis`` ``train``): the model predicts optimization
+  progress, and the bundled workloads' small data sets overfit within a scan (their held-out loss rises
+  again, so the held-out basis, ``heldout``, measures when each run began to overfit as much as forking).
 - **Predicted**: ``(Bn + B) / (Bn + k B)`` at the measured Bn (rho = 1), and the world's default, the
   family's default noise scale and ``rho`` (``ForkModel``) at the phase's progress. ``rho`` measured:
   eff over the prediction at the measured Bn.
@@ -107,6 +110,8 @@ class Scan:
     warms: dict[str, list[int]]
     samples: dict[str, int]
     optimizer: str = "largest"
+    outer: float = 1.0  # the merge's step: 1 averages the copies, k sums their moves
+    basis: str = "train"  # the loss eff is read on: ``train`` (fixed training batches) or ``heldout``
 
 
 def scan(plan: Scan, progress: Any = None) -> list[ScanPoint]:
@@ -134,12 +139,13 @@ def _phase(plan: Scan, name: str, seed: int, warm: int, folder: Path, progress: 
     wl = workloads.get(name)
     start = None
     if warm > 0:
-        train(name, 1, Training(warm, warm, seed, eval_every=1 << 30), folder / "warm")
+        train(name, 1, Training(warm, warm, seed, eval_every=1 << 30, basis=plan.basis), folder / "warm")
         start = folder / "warm" / "job.pt"
     n = plan.samples[name]
     state = checkpoint.load(start) if start is not None else None
     bn = noise_scale(wl, state["state"] if state else None, seed)
-    unforked = train(name, 1, Training(n, max(1, n // EVALS), seed, plan.optimizer, start), folder / "k1")
+    unforked = train(name, 1, Training(n, max(1, n // EVALS), seed, plan.optimizer, start, basis=plan.basis),
+                     folder / "k1")
     end = checkpoint.load(folder / "k1" / "job.pt")
     bn_end = noise_scale(wl, end["state"] if end else None, seed)
     _say(progress, f"{name} seed {seed} warm {warm}: Bn {bn:.1f} -> {bn_end:.1f} samples, unforked loss "
@@ -148,8 +154,8 @@ def _phase(plan: Scan, name: str, seed: int, warm: int, folder: Path, progress: 
     points = []
     for k in plan.copies:
         for steps in plan.local_steps:
-            forked = train(name, k, Training(n, steps, seed, plan.optimizer, start, eval_every=1 << 30),
-                           folder / f"k{k}-L{steps}")
+            how = Training(n, steps, seed, plan.optimizer, start, 1 << 30, plan.outer, plan.basis)
+            forked = train(name, k, how, folder / f"k{k}-L{steps}")
             eff = efficiency(unforked.samples, unforked.loss, forked.loss[-1], forked.samples[-1],
                              higher_is_better=False)
             points.append(ScanPoint(name, seed, warm, k, steps, n, wl.batch_size, bn, bn_end, unforked.loss[-1],
