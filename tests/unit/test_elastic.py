@@ -43,12 +43,13 @@ def _counts(*views: JobView, memo: dict[str, object] | None = None) -> list[int]
 
 
 def test_spare_gpus_go_to_the_most_rate_of_finishing_per_gpu() -> None:
-    # alone (value G / R, R = 1e4): 1 GPU first (1 a GPU; 2: 0.9, 3: 0.9, 4: 0.75), then 3 (1.7 / 2 = 0.85 a
-    # GPU; 2: 0.8, 4: 0.67), then 3 -> 4 adds 0.3: all 4
+    # alone (value: its speedup over 1 GPU): 1 GPU first (1 a GPU; 2: 0.9, 3: 0.9, 4: 0.75), then 3 (1.7 / 2 =
+    # 0.85 a GPU; 2: 0.8, 4: 0.67), then 3 -> 4 adds 0.3: all 4
     assert _counts(_view(0)) == [4]
-    # two alike: each gets 1 (1 a GPU), then the first job's jump to 3 (0.85 a GPU) wins the tie
+    # two alike: the tie counts the first as the shorter (rank weight sqrt(3) against 1): its first GPU (1.73),
+    # then its jump to 3 (1.73 x 1.7 / 2 = 1.47 a GPU) before the other's first (1), which gets the last
     assert _counts(_view(0), _view(1)) == [3, 1]
-    # the second with half the work left: its GPUs are worth twice as much; it takes 3 first
+    # the second with half the work left: the shorter, it takes 3 first
     assert _counts(_view(0), _view(1, left=5e3)) == [1, 3]
     # a rigid job asking for 2 leaves 2: the elastic job gets them
     rigid = _view(1, gpu_range=None, sf=2)
@@ -94,10 +95,10 @@ TWO = ThroughputTable.from_gavel_json({"v100": {f"('{TOY}', 1)": {"null": 1.0}, 
 
 
 def test_each_job_gets_a_type_and_a_count_sized_on_that_type() -> None:
-    """2 V100s, 2 K80s, two jobs of 1 to 2 GPUs that never ran, 1,000 and 4,000 steps left. Value G / R: the
-    short job's V100 1e-3 a GPU (2 V100s: 0.9e-3), the long one's 2.5e-4: the short job takes a V100, then
-    the second (0.8e-3 a GPU); the long job then gets a K80 (1.25e-4), then the second (0.25e-4). Each view
-    has its rate on its own type only."""
+    """2 V100s, 2 K80s, two jobs of 1 to 2 GPUs that never ran, 1,000 and 4,000 steps left. Value: each job's
+    speedup over its best single GPU (a V100: 1), times its rank weight (the longer job 1, the shorter
+    sqrt(3)): the short job takes a V100 (1.73 a GPU), then the second (1.8 x 1.73 - 1.73 = 1.39); the long
+    job then gets a K80 (0.5), then the second (0.1). Each view has its rate on its own type only."""
     cluster = parse_cluster("v100=2,k80=2", gpus_per_node=2)
 
     def run(left: tuple[float, float]) -> list[tuple[int, dict[str, float]]]:
@@ -108,9 +109,9 @@ def test_each_job_gets_a_type_and_a_count_sized_on_that_type() -> None:
 
     assert run((1e3, 4e3)) == [(2, {"v100": 1.8, "k80": 0.0}), (2, {"v100": 0.0, "k80": 0.6})]
     assert run((4e3, 1e3)) == [(2, {"v100": 0.0, "k80": 0.6}), (2, {"v100": 1.8, "k80": 0.0})]
-    # alike: a V100 each (the second job's first V100, 1e-3, beats the first job's second, 0.8e-3); the K80s
-    # stay idle: one V100 (1 step/s) is faster than both K80s (0.6)
-    assert run((1e3, 1e3)) == [(1, {"v100": 1.0, "k80": 0.0}), (1, {"v100": 1.0, "k80": 0.0})]
+    # alike: the tie counts the job first in the state as the shorter; it takes both V100s (its second, 1.39,
+    # beats the other's first, 1) and the other the K80s: one finishes first, as the rank weights want
+    assert run((1e3, 1e3)) == [(2, {"v100": 1.8, "k80": 0.0}), (2, {"v100": 0.0, "k80": 0.6})]
 
 
 def test_hadar_runs_an_elastic_job_on_the_count_it_chose_and_rigid_jobs_as_they_ask() -> None:

@@ -3,12 +3,19 @@
 An elastic job (a ``gpu_range``, no ``batch_range``) may run on any count ``k`` of its range on one GPU type
 ``t`` with at least ``k`` GPUs. Its goodput there is ``G(t, k)``, the table's rate times its ``gain``
 (reference steps/s), and ``R`` its remaining work (reference steps): ``G / R`` is the rate at which it
-finishes its work, what the average JCT rewards (a job of little work left gains most from a GPU). Every
-job starts with nothing; the GPUs go, one jump at a time, to the jump ``(t, k) -> (t', k')``, ``k' > k``
-(``k = 0`` from nothing, any type), of most ``(V(t', k') - V(t, k)) / (k' - k)`` with ``V = G / R``,
-while it is positive and fits both the GPUs the rigid jobs leave and ``t'``'s GPUs not given yet. So the
-count is sized on the rate of the type the job will run on, the fast types go to the jobs that gain most
-there, and a job may get nothing this round (its view then has no rate: Hadar does not place it).
+finishes its work. What the average JCT rewards is heSRPT's rule (Berg, Vesilo and Harchol-Balter: the
+optimal shares of a pool for parallel jobs of known sizes, each of speedup ``k^p``): the optimal shares go
+by each job's rank in size, not by how much smaller it is, the ``i``-th longest of ``n`` getting
+``(i/n)^q - ((i-1)/n)^q`` of the GPUs, ``q = 1 / (1 - p)``: the shortest most, the longer ones still some,
+so that every job's GPUs earn. Those shares are the optimum of ``sum_i c_i s_i(k_i)`` with ``c_i = (i^q -
+(i-1)^q)^(1-p)``: here each job's value is its speedup over its own smallest pick, ``V = G / G1`` (``G1``:
+its best goodput at its least count, restore discounts included), times ``c`` at its rank in time left
+``R / G1`` (``ranked``; ``p = SPEEDUP_P`` = 0.5, ``c = sqrt(2 i - 1)``). Every job starts with nothing; the
+GPUs go, one jump at a time, to the jump ``(t, k) -> (t', k')``, ``k' > k`` (``k = 0`` from nothing, any
+type), of most ``(V(t', k') - V(t, k)) / (k' - k)``, while it is positive and fits both the GPUs the rigid
+jobs leave and ``t'``'s GPUs not given yet. So the count is sized on the rate of the type the job will run
+on, the fast types go to the jobs that gain most there, and a job may get nothing this round (its view then
+has no rate: Hadar does not place it).
 
 A job that ran last round on ``(t, k)`` pays its restore ``restart_s`` to run anywhere else: its goodput
 there is discounted by ``H / (H + restart_s)``, the restore spread over the time ``H`` the move's gain
@@ -18,12 +25,14 @@ placement that has held for ``h`` seconds is taken to hold ``h`` more (at least 
 max(round, h))``. A move happens where it would finish the job sooner, restore paid, over what it can expect
 to keep; a job that moved recently is moved again only for a large gain, one that has held its GPUs for
 hours for a small one. Against other jobs, a job that ran counts the restore that staying saves it (being
-given nothing costs it one too, when it resumes): each of its values is divided by the discount it would pay
-to leave where it is, ``H / (H + restart_s)`` with ``H = min(T, max(round, h))`` there, so a newcomer takes
-its GPUs only where the newcomer's rate of finishing beats its own by more than that restore. A job that has
-not run pays its first restore anywhere: no discount. Since when each job has held its pick is the policy's
+given nothing costs it one too, when it resumes): each of its values ``G / R`` is divided by the discount it
+would pay to leave where it is, ``H / (H + restart_s)`` with ``H = min(T, max(round, h))`` there, which
+shortens the time left its rank is taken at (the values' scale itself cancels in ``G / G1``; keeping it on
+top of the rank weight was worse on all four dev runs). A job that has not run pays its first restore
+anywhere: no discount. Since when each job has held its pick is the policy's
 memory (``HELD``). Ties: the larger value per GPU, then the job first in the state, the type first in
-``state.gpu_types``, the smaller count. The views then go through Hadar's round: each job's view has its
+``state.gpu_types``, the smaller count; of two jobs with as much time left, the one first in the state
+counts as the shorter. The views then go through Hadar's round: each job's view has its
 rate on its type only, so it is placed there as a gang of its count.
 """
 
@@ -38,6 +47,7 @@ from hadar.model.state import JobView, SchedulerState
 
 HELD = "hadar.held"  # memo: job id -> ((GPU type index, GPUs) given, since when it has held that pick)
 Pick = tuple[int, int]  # (GPU type index, GPUs)
+SPEEDUP_P = 0.5  # heSRPT's speedup exponent for the rank weights (chosen on the dev pair; module docstring)
 NONE: Pick = (-1, 0)  # no GPUs
 Jump = tuple[float, int, int, int]  # (-value per added GPU, job index, type index, GPUs): the smallest wins
 
@@ -49,7 +59,7 @@ def picks(state: SchedulerState, elastic: list[int], spare: int,
     as GPUs are given, so the best jumps wait in a heap and each is re-checked when it comes up."""
     free = [state.cluster.count(t) for t in state.gpu_types]
     before = before or {}
-    worth = {i: values(state, state.jobs[i], hold_s(state, state.jobs[i]), before.get(i)) for i in elastic}
+    worth = ranked({i: values(state, state.jobs[i], hold_s(state, state.jobs[i]), before.get(i)) for i in elastic})
     got: dict[int, Pick] = dict.fromkeys(elastic, NONE)
     heap = [e for i in elastic if (e := _jump(worth[i], got[i], free, spare, i)) is not None]
     heapq.heapify(heap)
@@ -71,6 +81,29 @@ def picks(state: SchedulerState, elastic: list[int], spare: int,
         if (e := _jump(worth[i], got[i], free, spare, i)) is not None:
             heapq.heappush(heap, e)
     return {i: p for i, p in got.items() if p != NONE}
+
+
+def ranked(worth: Mapping[int, Mapping[Pick, float]], p: float = SPEEDUP_P) -> dict[int, dict[Pick, float]]:
+    """Each job's values ``G / R`` turned into its speedup over its own smallest pick, ``G / G1``, weighted by
+    its rank in time left (``R / G1``, the longest first: rank 1) as heSRPT's optimal shares weight it:
+    ``c_i = (i^q - (i - 1)^q)^(1 - p)``, ``q = 1 / (1 - p)`` (module docstring). Ties: the job first in the
+    state counts as the shorter."""
+    q = 1.0 / (1.0 - p)
+    first = {i: _smallest(v) for i, v in worth.items()}
+    order = sorted((i for i in worth if first[i] > 0), key=lambda i: (first[i], -i))  # most time left first
+    out: dict[int, dict[Pick, float]] = {i: {} for i in worth}
+    for rank, i in enumerate(order, start=1):
+        c = (rank ** q - (rank - 1) ** q) ** (1.0 - p)
+        out[i] = {pick: c * v / first[i] for pick, v in worth[i].items()}
+    return out
+
+
+def _smallest(values: Mapping[Pick, float]) -> float:
+    """The best value among a job's picks of its smallest GPU count (0: none)."""
+    if not values:
+        return 0.0
+    k = min(k for _, k in values)
+    return max(v for (_, kk), v in values.items() if kk == k)
 
 
 def _jump(worth: Mapping[Pick, float], here: Pick, free: list[int], spare: int, i: int) -> Jump | None:
