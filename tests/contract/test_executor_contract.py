@@ -237,7 +237,9 @@ def test_a_round_ends_when_its_last_lease_ends(harness: Harness) -> None:
     _check_report(plan, report, h)
     for r, lease in zip(sorted(report.results, key=lambda r: r.job_id), leases, strict=True):
         assert lease.max_steps - h.step_slack <= r.steps <= lease.max_steps
-    assert report.end_s < plan.start_s + 0.5 * plan.duration_s  # not at the planned end
+    # not at the planned end: the longer lease needs 0.3 of the round at its estimated rate, up to 1 / (1 - rate_rtol)
+    # times that at a real executor's pace on a busy machine (seen: 4.5 s of an 8 s round at load 12 on 2 cores)
+    assert report.end_s < plan.start_s + min(0.3 / (1.0 - h.rate_rtol) + 0.15, 0.9) * plan.duration_s
 
 
 def test_a_cut_round_ends_by_its_cut(harness: Harness) -> None:
