@@ -33,6 +33,15 @@ from typing import Any
 SMOOTHING = 0.99  # the moving averages' weight on their past (about the last 100 pairs count)
 
 
+def pair(small_sqr: float, small_batch: float, big_sqr: float, big_batch: float) -> tuple[float, float]:
+    """One pair's unbiased ``(|G|^2, S)`` from ``|g|^2`` at ``small_batch`` and at ``big_batch`` samples."""
+    if not 0 < small_batch < big_batch:
+        raise ValueError(f"want 0 < small batch < big batch, got {small_batch} and {big_batch}")
+    sqr = (big_batch * big_sqr - small_batch * small_sqr) / (big_batch - small_batch)
+    var = (small_sqr - big_sqr) / (1.0 / small_batch - 1.0 / big_batch)
+    return sqr, var
+
+
 @dataclass
 class NoiseEstimate:
     """Moving averages of ``|G|^2`` and ``S`` from pairs of squared gradient norms at two batch sizes."""
@@ -48,12 +57,11 @@ class NoiseEstimate:
 
     def add(self, small_sqr: float, small_batch: float, big_sqr: float, big_batch: float) -> None:
         """One pair: ``|g|^2`` measured at ``small_batch`` samples and at ``big_batch`` (> small) samples."""
-        if not 0 < small_batch < big_batch:
-            raise ValueError(f"want 0 < small batch < big batch, got {small_batch} and {big_batch}")
         if not (math.isfinite(small_sqr) and math.isfinite(big_sqr)):
+            if not 0 < small_batch < big_batch:
+                raise ValueError(f"want 0 < small batch < big batch, got {small_batch} and {big_batch}")
             return  # an overflowed step (mixed precision): no information
-        sqr = (big_batch * big_sqr - small_batch * small_sqr) / (big_batch - small_batch)
-        var = (small_sqr - big_sqr) / (1.0 / small_batch - 1.0 / big_batch)
+        sqr, var = pair(small_sqr, small_batch, big_sqr, big_batch)
         b = self.smoothing
         self._sqr = b * self._sqr + (1.0 - b) * sqr
         self._var = b * self._var + (1.0 - b) * var

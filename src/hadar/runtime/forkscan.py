@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from hadar.job.noise import pair
 from hadar.model.efficiency import gain
 from hadar.model.fork_efficiency import efficiency
 from hadar.runtime.calibrate import Training, train
@@ -89,8 +90,9 @@ def noise_scale(wl: Any, state: dict[str, Any] | None, seed: int, pairs: int = P
             grads.append(torch.cat([q.grad.reshape(-1) for q in model.parameters() if q.grad is not None]))
         small = 0.5 * float(grads[0].square().sum() + grads[1].square().sum())
         big = float((0.5 * (grads[0] + grads[1])).square().sum())
-        sqr += 2.0 * big - small  # (2B |g_2B|^2 - B |g_B|^2) / (2B - B)
-        var += 2.0 * b * (small - big)  # (|g_B|^2 - |g_2B|^2) / (1/B - 1/2B)
+        got = pair(small, b, big, 2.0 * b)
+        sqr += got[0]
+        var += got[1]
     return var / sqr if sqr > 0 else float("inf")
 
 
