@@ -30,6 +30,7 @@ from hadar.policies.hadar import elastic, water
 from hadar.sim import executor as sim_executor
 from hadar.sim.executor import SimulatedExecutor
 from hadar.sim.run import simulate
+from hadar.sim.sia_import import adaptive_caps
 from hadar.sim.sia_profiles import CLUSTER as SIA_CLUSTER
 from hadar.sim.sia_profiles import SiaProfile, rigid_run
 from hadar.sim.trace import read_jobs
@@ -208,7 +209,12 @@ def test_sia_import_adaptive_writes_batch_ranges_and_every_batch(tmp_path) -> No
     rows = list(csv.DictReader((out / "trace.csv").open()))
     assert [(r["min_batch"], r["max_batch"], r["lr_rule"], r["batch"]) for r in rows] == [
         ("16", "64", "adascale", "64"), ("16", "64", "adascale", "32"), ("16", "64", "adascale", "64")]
-    assert [(r["min_gpus"], r["max_gpus"]) for r in rows] == [("1", "4"), ("1", "8"), ("1", "1")]
+    # Sia's bound on an adaptive job's GPUs, not the row's count: its largest batch 64 over its smallest
+    # per-GPU batch 8 (every type of the fixture), at most the type's GPUs and 64
+    assert adaptive_caps(SiaProfile(DATA / "traces" / "bert", "bert"), SIA_CLUSTER) == {
+        "t4": 8, "a100": 8, "rtx2080ti": 8}
+    assert [(r["min_gpus"], r["max_gpus"], r["scale_factor"]) for r in rows] == [
+        ("1", "8", "4"), ("1", "8", "8"), ("1", "8", "1")]
     table = ThroughputTable.load(out / "throughputs.json")
     assert table.scale_factors("bert (batch size 16)") == tuple(range(1, 9))
     assert table.get("bert (batch size 64)", 4, "a100") == pytest.approx(1 / (0.17 * 1.2), rel=1e-12)

@@ -15,14 +15,18 @@ With ``efficiency`` (and for ``scale-gpus`` jobs) each job carries its efficienc
 validated batch), ``noise_scale`` its ``Bn`` per epoch at the batch the reference type runs, the world
 crediting the gain per step. ``scale-gpus`` jobs (Sia's meaning: the GPU count varies from 1 to the row's,
 the batch stays) give ``min_gpus``/``max_gpus`` and rates for every count of that range (ncf stays rigid,
-as in Sia). ``adaptive`` jobs (Sia's meaning: count and batch both adapt) are ``scale-gpus`` jobs whose batch
-adapts too (``min_batch``/``max_batch``: the model's smallest and largest validated batch, ``lr_rule``
-``adascale``, as Sia's jobs scale the learning rate; ``batch`` the row's own), and the table holds every
-validated batch ``B`` of the model (and the row's own) at every count ``n`` of the job's range as
-``MODEL (batch size B)``: per
-type the iterations Sia's progress model needs at ``B`` over the seconds the run of ``B`` on ``n`` GPUs
-takes there (the real batch can differ by rounding, as for a rigid job; 0 where the profiles do not
-cover it), so that each entry is a property of the model, batch, count and type alone.
+as in Sia). ``adaptive`` jobs (Sia's meaning: count and batch both adapt) have a batch range too
+(``min_batch``/``max_batch``: the model's smallest and largest validated batch, ``lr_rule`` ``adascale``, as
+Sia's jobs scale the learning rate; ``batch`` the row's own), and their GPU count is bounded as Sia's
+simulator bounds an adaptive job's, not by the row's count: on each type at most the model's largest
+validated batch over its smallest profiled per-GPU batch there, the type's GPUs and 64 (``adaptive_caps``;
+``max_gpus`` the most over the types, at least the row's own). Sia grows that bound by doubling the count it
+has profiled; hadar's policies read the table, so the bound holds from the start. The table holds every
+validated batch ``B`` of the model (and the row's own) at every count ``n`` of the job's range as ``MODEL
+(batch size B)``: per type the iterations Sia's progress model needs at ``B`` over the seconds the run of
+``B`` on ``n`` GPUs takes there (the real batch can differ by rounding, as for a rigid job; 0 where the
+profiles do not cover it or above the type's bound), so that each entry is a property of the model, batch,
+count and type alone.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ EFFICIENCY_COLUMNS = ("noise_scale", "ref_batch", "batch")
 ELASTIC_COLUMNS = ("min_gpus", "max_gpus")
 ADAPTIVE_COLUMNS = ("min_batch", "max_batch", "lr_rule")
 JOB_KINDS = ("rigid", "scale-gpus", "adaptive")
+#: Sia's simulator never gives a job more GPUs ("simulator can't handle more", its cluster.py)
+ADAPTIVE_MAX_GPUS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +147,11 @@ def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER
             profiles[job.model] = SiaProfile(traces / job.model, job.model)
         profile = profiles[job.model]
         elastic = jobs != "rigid" and job.model != "ncf"  # Sia keeps ncf at one GPU count
-        counts = range(1, job.gpus + 1) if elastic else (job.gpus,)
+        caps = adaptive_caps(profile, kinds) if jobs == "adaptive" and elastic else {k.name: job.gpus for k in kinds}
+        top = max(job.gpus, *caps.values())
+        counts = range(1, top + 1) if elastic else (job.gpus,)
         if jobs == "adaptive":
-            _batch_entries(job, profile, kinds, counts, table)
+            _batch_entries(job, profile, kinds, counts, caps, table)
             steps = profile.curve.progress[-1]  # (in reference steps: the efficiency columns below)
         for n in counts if jobs != "adaptive" else ():
             steps, rates = job_rates(job, profile, kinds, n)
@@ -157,7 +165,7 @@ def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER
             row.update(total_steps=repr(profile.curve.progress[-1]), noise_scale=format_points(
                 profile.noise_points(ref.batch)), ref_batch=str(profile.curve.batches[0]), batch=str(ref.batch))
         if elastic:
-            row.update(min_gpus="1", max_gpus=str(job.gpus))
+            row.update(min_gpus="1", max_gpus=str(top))
         if jobs == "adaptive":
             bs = profile.curve.batches
             row.update(noise_scale=format_points(profile.noise_points(job.batch)), batch=str(job.batch),
@@ -166,11 +174,19 @@ def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER
     return rows, table
 
 
+def adaptive_caps(profile: SiaProfile, kinds: Sequence[GpuKind]) -> dict[str, int]:
+    """GPU type -> the most GPUs of it an adaptive job of the model may get, as Sia's simulator bounds it: the
+    fewest of ``ADAPTIVE_MAX_GPUS``, the type's GPUs and the model's largest validated batch over its smallest
+    profiled per-GPU batch there."""
+    return {k.name: min(ADAPTIVE_MAX_GPUS, k.per_node * k.nodes,
+                        int(profile.curve.batches[-1] // profile.min_local_bsz(k.suffix))) for k in kinds}
+
+
 def _batch_entries(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind], counts: Sequence[int],
-                   table: dict[str, dict[str, dict[str, float]]]) -> None:
-    """An adaptive job's table entries: every validated batch of its model at every count of ``counts``
-    and the row's own batch (module docstring); entries already written (by a job of the same model) are kept:
-    they are equal."""
+                   caps: Mapping[str, int], table: dict[str, dict[str, dict[str, float]]]) -> None:
+    """An adaptive job's table entries: every validated batch of its model and the row's own at every count
+    of ``counts`` (0 above a type's ``caps``; module docstring); entries already written (by a job of the
+    same model) are kept: they are equal."""
     for b in sorted({*profile.curve.batches, job.batch}):  # the row's own batch too (a rigid policy runs it)
         key = f"{job.model} (batch size {b})"
         for n in counts:
@@ -179,7 +195,7 @@ def _batch_entries(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind], c
                 continue
             steps = profile.iterations(b)
             for k in kinds:
-                run = rigid_run(profile, k, n, b) if n <= k.per_node * k.nodes else None
+                run = rigid_run(profile, k, n, b) if n <= min(caps[k.name], k.per_node * k.nodes) else None
                 table[k.name][name] = {"null": 0.0 if run is None else steps / run.seconds}
 
 

@@ -154,6 +154,10 @@ class SiaProfile:
             raise InputError(f"{self.folder}: no profile of {self.model} on {gpus} GPU(s) of {suffix}")
         return max(bigger)
 
+    def min_local_bsz(self, suffix: str) -> float:
+        """The smallest per-GPU batch profiled on the type (Sia's ``min_local_bsz``)."""
+        return min(r["local_bsz"] for r in self.rows("placements", suffix))
+
     def step_times(self, suffix: str, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float] | None:
         """``(step_time, sync_time)`` at ``local_bsz`` per GPU; ``None`` outside the profiled range."""
         rows = self._placement_rows(suffix, placement_id(placement))
