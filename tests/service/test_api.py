@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hadar.cli import main
+from tests.helpers import load_scale
 from tests.service.conftest import Server, write
 
 pytestmark = pytest.mark.runtime
@@ -37,6 +39,20 @@ def _snapshot(state: Path) -> dict[str, list[tuple]]:
         return {t: con.execute(f"SELECT * FROM {t}").fetchall() for t in tables}
     finally:
         con.close()
+
+
+def _settled(state: Path, quiet_s: float = 1.5, timeout_s: float = 60.0) -> dict[str, list[tuple]]:
+    """The store's snapshot once it has not changed for ``quiet_s``: the round in which a job ends may still
+    write its events after the job reads as done (seen on a loaded machine)."""
+    deadline = time.monotonic() + timeout_s * load_scale()
+    last = _snapshot(state)
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = _snapshot(state)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"the store kept changing for {timeout_s * load_scale():.0f} s with no job running")
 
 
 def _raw(server: Server, method: str, path: str, body: bytes | None = None,
@@ -170,7 +186,7 @@ def test_an_entrypoint_job_runs_and_its_log_has_what_it_printed(server, tmp_path
     other = tmp_path / "other"  # another function under the same name: refused, nothing stored
     other.mkdir()
     (other / "train.py").write_text(COUNTER.replace("+= 1", "+= 2"))
-    before = _snapshot(server.state)
+    before = _settled(server.state)
     rc = main(["submit", str(write(other / "jobs.yaml", jobs.read_text())), "--state", str(server.state)])
     err = capsys.readouterr().err
     assert rc == 2 and f"job {job_id} is also named 'counter'" in err and "(HTTP 400)" in err, err
