@@ -44,7 +44,8 @@ def _snapshot(state: Path) -> dict[str, list[tuple]]:
 def _settled(state: Path, quiet_s: float = 1.5, timeout_s: float = 60.0) -> dict[str, list[tuple]]:
     """The store's snapshot once it has not changed for ``quiet_s``: the round in which a job ends may still
     write its events after the job reads as done (seen on a loaded machine)."""
-    deadline = time.monotonic() + timeout_s * load_scale()
+    wait_s = timeout_s * load_scale()
+    deadline = time.monotonic() + wait_s
     last = _snapshot(state)
     while time.monotonic() < deadline:
         time.sleep(quiet_s)
@@ -52,7 +53,7 @@ def _settled(state: Path, quiet_s: float = 1.5, timeout_s: float = 60.0) -> dict
         if now == last:
             return now
         last = now
-    raise AssertionError(f"the store kept changing for {timeout_s * load_scale():.0f} s with no job running")
+    raise AssertionError(f"the store kept changing for {wait_s:.0f} s with no job running")
 
 
 def _raw(server: Server, method: str, path: str, body: bytes | None = None,

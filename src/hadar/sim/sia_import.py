@@ -140,6 +140,7 @@ def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER
         raise InputError(f"--sia-dir: no traces/ folder in {sia_dir} (want Sia's sia-simulator folder)")
     ordered = sorted(read_workload(workload), key=lambda j: (j.time_s, j.line))
     profiles: dict[str, SiaProfile] = {}
+    bounds: dict[str, dict[str, int]] = {}  # model -> its adaptive jobs' GPU bound per type
     table: dict[str, dict[str, dict[str, float]]] = {k.name: {} for k in kinds}
     rows = []
     for job in ordered:
@@ -147,7 +148,12 @@ def import_sia(workload: Path, sia_dir: Path, kinds: Sequence[GpuKind] = CLUSTER
             profiles[job.model] = SiaProfile(traces / job.model, job.model)
         profile = profiles[job.model]
         elastic = jobs != "rigid" and job.model != "ncf"  # Sia keeps ncf at one GPU count
-        caps = adaptive_caps(profile, kinds) if jobs == "adaptive" and elastic else {k.name: job.gpus for k in kinds}
+        if jobs == "adaptive" and elastic:
+            if job.model not in bounds:
+                bounds[job.model] = adaptive_caps(profile, kinds)
+            caps = bounds[job.model]
+        else:
+            caps = {k.name: min(job.gpus, k.per_node * k.nodes) for k in kinds}
         top = max(job.gpus, *caps.values())
         counts = range(1, top + 1) if elastic else (job.gpus,)
         if jobs == "adaptive":
@@ -185,8 +191,8 @@ def adaptive_caps(profile: SiaProfile, kinds: Sequence[GpuKind]) -> dict[str, in
 def _batch_entries(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind], counts: Sequence[int],
                    caps: Mapping[str, int], table: dict[str, dict[str, dict[str, float]]]) -> None:
     """An adaptive job's table entries: every validated batch of its model and the row's own at every count
-    of ``counts`` (0 above a type's ``caps``; module docstring); entries already written (by a job of the
-    same model) are kept: they are equal."""
+    of ``counts`` (0 above a type's ``caps``, at most its GPUs; module docstring); entries already written (by
+    a job of the same model) are kept: they are equal."""
     for b in sorted({*profile.curve.batches, job.batch}):  # the row's own batch too (a rigid policy runs it)
         key = f"{job.model} (batch size {b})"
         for n in counts:
@@ -195,7 +201,7 @@ def _batch_entries(job: SiaJob, profile: SiaProfile, kinds: Sequence[GpuKind], c
                 continue
             steps = profile.iterations(b)
             for k in kinds:
-                run = rigid_run(profile, k, n, b) if n <= min(caps[k.name], k.per_node * k.nodes) else None
+                run = rigid_run(profile, k, n, b) if n <= caps[k.name] else None
                 table[k.name][name] = {"null": 0.0 if run is None else steps / run.seconds}
 
 
